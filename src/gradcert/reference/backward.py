@@ -1,0 +1,334 @@
+"""The reference backward: a program transform that appends gradient ops, with the contract of
+Paddle's `paddle.autograd.ir_backward.grad` / `append_backward`.
+
+The driver (`_Ctx.run_block`) is one reverse loop over a block's ops that never names an op: it
+takes the cotangents of an op's results (summed on read: `add`, or `add_n` for many), asks the
+op's VJP rule for its inputs' cotangents, and accumulates them. Each mechanism is a small piece:
+
+- no-grad set and stop_gradient: `_blocked`; pruning: `prune.reachable` (values that depend on the
+  inputs) -- a VJP is asked only for inputs on a path, and only ops with a result cotangent run;
+- symbolic zeros: a missing cotangent is `None`; a zero tensor is made (`full`) only where a VJP or
+  a block boundary needs one, so no zero-fill op is ever left unused;
+- saving forward values: `_Ctx.primal` -- a value overwritten in place is copied before the
+  overwrite; a value defined inside a branch or loop body is pushed on a stack at the end of its
+  block and popped at the start of the backward block;
+- control flow: the VJP rules of `if` and `while` (ops/control.py) recurse through `region`;
+- second order: backward ops are ordinary ops with VJPs; a stack's pops and pushes are duals
+  through a cotangent stack (`push_cotangents` / `pop_cotangents`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import prune
+from .builder import Builder
+from .ir import Block, Operation, Program, Value
+from .ops import OPS
+from .types import StackType, TensorType, Type, VectorType, is_differentiable
+
+
+class BackwardError(Exception):
+    """The backward cannot be built: a bad request, or a VJP rule that broke its contract."""
+
+
+@dataclass
+class Gradients:
+    program: Program
+    grads: list[Value | None]  # one per requested input, None where no gradient belongs
+    added: set[Operation] = field(default_factory=set)  # every op this transform made
+
+
+@dataclass
+class _Shared:
+    reach: set[Value]
+    blocked: set[Value]
+    copies: dict[Value, Value] = field(default_factory=dict)  # overwritten value -> saved copy
+    ct_stacks: dict[Value, Value] = field(default_factory=dict)  # stack -> its cotangent stack
+
+
+class _Ctx:
+    """Differentiates one forward block into one backward block (for the top block, itself)."""
+
+    def __init__(self, shared: _Shared, fwd: Block, bwd: Block, parent: _Ctx | None) -> None:
+        self.shared, self.fwd, self.block, self.parent = shared, fwd, bwd, parent
+        self.b = Builder(bwd)
+        self.env: dict[Value, list[Value]] = {}
+        self.saved: dict[Value, Value] = {}  # forward value of self.fwd -> its popped stand-in
+
+    # --- emitting ------------------------------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.b, name)
+
+    def emit_region(self, name: str, operands: Sequence[Value], blocks: Sequence[Block]) -> list[Value]:
+        return self.b.op(name, operands, blocks=blocks).results
+
+    def new_block(self, label: str, types: Sequence[Type], fill: Any) -> Block:
+        return self.b.block_of(label, types, fill)
+
+    def zeros(self, t: Type) -> Value:
+        if isinstance(t, VectorType):
+            return self.b.combine(*(self.zeros(e) for e in t.elems))
+        assert isinstance(t, TensorType)
+        return self.b.full(shape=list(t.shape), value=0.0, dtype=t.dtype)
+
+    def add(self, a: Value, b: Value) -> Value:
+        if isinstance(a.type, VectorType):
+            return self.b.combine(*(self.add(x, y) for x, y in zip(self.split_vector(a), self.split_vector(b))))
+        return self.b.emit("add", a, b)
+
+    def split_vector(self, v: Value) -> list[Value]:
+        # split(combine(xs)) is xs: cotangent vectors are mostly built by combine
+        if v.op is not None and v.op.name == "combine" and v.op.parent is self.block:
+            return list(v.op.operands)
+        return list(self.b.split(v))
+
+    def combine_vector(self, cts: Sequence[Value | None], like: Sequence[Value]) -> Value:
+        return self.b.combine(*(c if c is not None else self.zeros(r.type) for c, r in zip(cts, like)))
+
+    def unbroadcast(self, ct: Value, operand: Value) -> Value:
+        """Sum `ct` over the axes that broadcasting added to `operand`'s shape."""
+        to, fr = operand.type.shape, ct.type.shape  # type: ignore[union-attr]
+        if to == fr:
+            return ct
+        lead = len(fr) - len(to)
+        axes = [*range(lead), *(lead + i for i, d in enumerate(to) if d == 1 and fr[lead + i] != 1)]
+        out = self.b.sum(ct, axes=axes, keepdim=False) if axes else ct
+        return out if out.type.shape == to else self.b.reshape(out, shape=list(to))
+
+    # --- cotangent environment: accumulate on write, sum on read ---------------------------------
+    def accumulate(self, v: Value, ct: Value) -> None:
+        if ct.type != v.type:
+            raise BackwardError(f"cotangent of type {ct.type} for a value of type {v.type}")
+        self.env.setdefault(v, []).append(ct)
+
+    def take(self, v: Value) -> Value | None:
+        cs = self.env.pop(v, None)
+        if not cs:
+            return None
+        if len(cs) == 1:
+            return cs[0]
+        if len(cs) == 2 or isinstance(v.type, VectorType):
+            acc = cs[0]
+            for c in cs[1:]:
+                acc = self.add(acc, c)
+            return acc
+        return self.b.add_n(self.b.combine(*cs))
+
+    # --- analysis ------------------------------------------------------------------------------
+    def reachable(self, v: Value) -> bool:
+        return v in self.shared.reach
+
+    def flows_to_yield(self, block: Block, seeds: Iterable[Value]) -> list[bool]:
+        return prune.flows_to_yield(block, seeds, self.shared.blocked)
+
+    def _needed(self, v: Value, differentiable_position: bool) -> bool:
+        if not differentiable_position or v not in self.shared.reach:
+            return False
+        return is_differentiable(v.type) or isinstance(v.type, StackType)
+
+    def _effect_active(self, op: Operation) -> bool:
+        if not self.shared.ct_stacks:
+            return False
+        return any(
+            o.operands[i] in self.shared.ct_stacks for o in op.walk() for i in OPS[o.name].writes
+        )
+
+    # --- the driver ----------------------------------------------------------------------------
+    def run_block(self, block: Block) -> None:
+        for op in list(reversed(block.ops)):
+            d = OPS[op.name]
+            self.b.origin = op  # also for the sums that reading the cotangents emits
+            cts = [self.take(r) for r in op.results]
+            if all(c is None for c in cts) and not self._effect_active(op):
+                continue
+            inputs = op.operands + (op.captures() if op.blocks else [])
+            n = len(op.operands)
+            needed = [self._needed(v, i >= n or d.is_differentiable_operand(i)) for i, v in enumerate(inputs)]
+            if not any(needed):
+                continue
+            if d.vjp is None:
+                raise BackwardError(f"op '{op.name}' has no VJP rule")
+            got = d.vjp(self, op, cts, needed)
+            if len(got) != len(inputs):
+                raise BackwardError(
+                    f"VJP of '{op.name}' returned {len(got)} cotangent(s) for {len(inputs)} input(s)"
+                )
+            for v, need, ct in zip(inputs, needed, got):
+                if need and ct is not None and is_differentiable(v.type):
+                    self.accumulate(v, ct)
+
+    def backprop(self, seeds: Iterable[tuple[Value, Value | None]], wanted: Sequence[Value]) -> list[Value | None]:
+        """Seed cotangents, run the backward of this context's block, take those of `wanted`."""
+        for v, ct in seeds:
+            if ct is not None and is_differentiable(v.type) and v not in self.shared.blocked:
+                self.accumulate(v, ct)
+        self.run_block(self.fwd)
+        return [self.take(w) for w in wanted]
+
+    # --- saving forward values -----------------------------------------------------------------
+    def primal(self, v: Value) -> Value:
+        """`v` as the backward block being built can read it (see the module docstring)."""
+        v = self._unclobbered(v)
+        if self.parent is None:
+            return v
+        if v.block is self.fwd:
+            if v not in self.saved:
+                self.saved[v] = Value(v.type)
+            return self.saved[v]
+        return self.parent.primal(v)
+
+    def _unclobbered(self, v: Value) -> Value:
+        copies = self.shared.copies
+        if v in copies:
+            return copies[v]
+        for u in list(v.uses):
+            k = OPS[u.name].inplace_of
+            if k is not None and u.operands[k] is v and u.parent is not None:
+                copies[v] = Builder(u.parent, u.parent.ops.index(u), origin=u).assign(v)
+                return copies[v]
+        return v
+
+    # --- regions -------------------------------------------------------------------------------
+    def region(self, fwd: Block) -> _Ctx:
+        return _Ctx(self.shared, fwd, Block(fwd.label), self)
+
+    def add_arg(self, t: Type) -> Value:
+        v = Value(t)
+        v.owner = self.block
+        self.block.args.append(v)
+        return v
+
+    def finish(self, yields: Sequence[Value], count_trips: bool = False) -> Value | None:
+        """End the backward block with `yields`; push what it read of the forward block at the end
+        of that block and pop it at the start of this one. Returns the stack (None if unused)."""
+        region = self.fwd.parent
+        assert region is not None and region.parent is not None and self.parent is not None
+        self.b.origin = region
+        self.b.op("yield", yields)
+        if not self.saved and not count_trips:
+            return None
+        values, stand_ins = list(self.saved), list(self.saved.values())
+        outer = region.parent
+        stack = Builder(outer, outer.ops.index(region), origin=region).op(
+            "stack_create", [], result_types=[StackType(tuple(v.type for v in values))]
+        ).results[0]
+        term = self.fwd.terminator
+        assert term is not None
+        Builder(self.fwd, self.fwd.ops.index(term), origin=region).op("tuple_push", [stack, *values])
+        pop = Operation("tuple_pop", [self.parent.primal(stack)], stand_ins)
+        pop.origin = region
+        self.block.insert(0, pop)
+        return stack
+
+    # --- stacks under second order -------------------------------------------------------------
+    def push_cotangents(self, pop: Operation, cts: Sequence[Value | None]) -> None:
+        """VJP of a pop: push the popped values' cotangents on the stack's cotangent stack."""
+        stack = pop.operands[0]
+        if stack.op is None or stack.op.name != "stack_create":
+            raise BackwardError(
+                "second-order gradient through a branch or loop nested in another branch or loop "
+                "is not supported yet"
+            )
+        diff = [(r, c) for r, c in zip(pop.results, cts) if is_differentiable(r.type)]
+        ct_stack = self.shared.ct_stacks.get(stack)
+        if ct_stack is None:
+            blk = stack.op.parent
+            assert blk is not None
+            ct_stack = Builder(blk, blk.ops.index(stack.op) + 1, origin=pop).op(
+                "stack_create", [], result_types=[StackType(tuple(r.type for r, _ in diff))]
+            ).results[0]
+            self.shared.ct_stacks[stack] = ct_stack
+        self.b.op("tuple_push", [self.primal(ct_stack), *(c if c is not None else self.zeros(r.type) for r, c in diff)])
+
+    def pop_cotangents(self, push: Operation) -> list[Value | None]:
+        """VJP of a push: pop the cotangents of what it pushed from the cotangent stack."""
+        ct_stack = self.shared.ct_stacks.get(push.operands[0])
+        pushed = push.operands[1:]
+        if ct_stack is None:
+            return [None] * len(pushed)
+        got = iter(self.b.op("tuple_pop", [self.primal(ct_stack)]).results)
+        return [next(got) if is_differentiable(v.type) else None for v in pushed]
+
+
+def _blocked(program: Program, no_grad: Iterable[Value]) -> set[Value]:
+    blocked = set(no_grad)
+    blocked.update(v for v in program.inputs if v.stop_gradient)
+    for op in program.walk():
+        blocked.update(r for r in op.results if r.stop_gradient)
+        for b in op.blocks:
+            blocked.update(a for a in b.args if a.stop_gradient)
+    return blocked
+
+
+def _check_cotangents(outputs: Sequence[Value], grad_outputs: Sequence[Value | None]) -> None:
+    if len(grad_outputs) != len(outputs):
+        raise ValueError(f"grad_outputs has {len(grad_outputs)} entries for {len(outputs)} outputs")
+    for k, (y, g) in enumerate(zip(outputs, grad_outputs)):
+        if g is None:
+            continue
+        yt, gt = y.type, g.type
+        if not isinstance(gt, type(yt)) or getattr(gt, "shape", None) != getattr(yt, "shape", None):
+            raise ValueError(
+                f"grad_outputs[{k}] has shape {list(getattr(gt, 'shape', ()))} but output {k} has shape "
+                f"{list(getattr(yt, 'shape', ()))}"
+            )
+        if getattr(gt, "dtype", None) != getattr(yt, "dtype", None):
+            warnings.warn(f"grad_outputs[{k}] has dtype {gt} but output {k} is {yt}", stacklevel=3)
+
+
+def grad(
+    program: Program,
+    outputs: Sequence[Value],
+    inputs: Sequence[Value],
+    grad_outputs: Sequence[Value | None] | None = None,
+    no_grad: Iterable[Value] | None = None,
+) -> Gradients:
+    """Append to `program` the ops computing d(sum <grad_outputs, outputs>)/d(inputs).
+
+    `grad_outputs`: one cotangent per output (None: ones); no_grad: values through which no
+    gradient flows. Returns the program and one gradient value per input (None where the input
+    is unreachable from the outputs, in the no-grad set, or stops gradient). Raises ValueError for
+    a cotangent whose shape differs from its output's; warns when only the dtype differs.
+    """
+    cot = list(grad_outputs) if grad_outputs is not None else [None] * len(outputs)
+    _check_cotangents(outputs, cot)
+    before = set(program.walk())
+    blocked = _blocked(program, no_grad or ())
+    reach = prune.reachable(program.block, inputs, blocked)
+    root = _Ctx(_Shared(reach, blocked), program.block, program.block, None)
+    seeds = []
+    for y, g in zip(outputs, cot):
+        if y not in reach or not is_differentiable(y.type):
+            continue
+        if g is None:
+            root.b.origin = y.op
+            g = root.b.full_like(y, value=1.0)
+        seeds.append((y, g))
+    wanted = list(dict.fromkeys(inputs))
+    got = dict(zip(wanted, root.backprop(seeds, wanted)))
+    grads = [None if v in blocked else got[v] for v in inputs]
+    return Gradients(program, grads, set(program.walk()) - before)
+
+
+def append_backward(
+    program: Program,
+    loss: Value,
+    parameters: Sequence[Value] | None = None,
+    no_grad: Iterable[Value] | None = None,
+) -> list[tuple[Value, Value | None]]:
+    """(parameter, gradient) pairs of a scalar `loss`; parameters default to every program input
+    that needs a gradient (float, not stop_gradient, not in no_grad)."""
+    if loss.type != TensorType((), getattr(loss.type, "dtype", "f64")) and getattr(loss.type, "size", 0) != 1:
+        raise ValueError(f"append_backward needs a one-element loss, got {loss.type}")
+    skip = set(no_grad or ())
+    params = list(parameters) if parameters is not None else [
+        v for v in program.inputs if is_differentiable(v.type) and not v.stop_gradient and v not in skip
+    ]
+    g = grad(program, [loss], params, None, skip)
+    return list(zip(params, g.grads))

@@ -1,0 +1,171 @@
+"""The SSA IR: values, operations, blocks and programs.
+
+Values are hashed by identity; each value knows the operation (or block, for block arguments)
+that defines it and the operations that use it. Sub-programs (the branches of `if`, the condition
+and body of `while`) are blocks held by their operation; a block's operations may read values of
+enclosing blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from .types import Type
+
+Attrs = dict[str, Any]
+
+
+class Value:
+    __slots__ = ("type", "name", "stop_gradient", "owner", "uses")
+
+    def __init__(self, type: Type, name: str | None = None, stop_gradient: bool = False) -> None:
+        self.type = type
+        self.name = name
+        self.stop_gradient = stop_gradient
+        # The defining Operation, or the Block whose argument this is; None while detached.
+        self.owner: Operation | Block | None = None
+        self.uses: list[Operation] = []
+
+    @property
+    def op(self) -> Operation | None:
+        return self.owner if isinstance(self.owner, Operation) else None
+
+    @property
+    def block(self) -> Block | None:
+        """The block in which this value is defined."""
+        if isinstance(self.owner, Block):
+            return self.owner
+        return self.owner.parent if self.owner is not None else None
+
+    def __repr__(self) -> str:
+        return f"Value(%{self.name or '?'}: {self.type})"
+
+
+class Operation:
+    __slots__ = ("name", "operands", "results", "attrs", "blocks", "parent", "origin", "line", "col")
+
+    def __init__(
+        self,
+        name: str,
+        operands: Sequence[Value],
+        results: Sequence[Value],
+        attrs: Attrs | None = None,
+        blocks: Sequence[Block] = (),
+    ) -> None:
+        self.name = name
+        self.operands: list[Value] = list(operands)
+        self.results: list[Value] = list(results)
+        self.attrs: Attrs = dict(attrs or {})
+        self.blocks: list[Block] = list(blocks)
+        self.parent: Block | None = None
+        # For ops made by the backward: the forward op they differentiate (or save values of).
+        self.origin: Operation | None = None
+        self.line: int | None = None  # source position, when parsed
+        self.col: int | None = None
+        for v in self.operands:
+            v.uses.append(self)
+        for r in self.results:
+            r.owner = self
+        for b in self.blocks:
+            b.parent = self
+
+    def add_operand(self, v: Value) -> None:
+        self.operands.append(v)
+        v.uses.append(self)
+
+    def add_result(self, v: Value) -> None:
+        self.results.append(v)
+        v.owner = self
+
+    def walk(self) -> Iterator[Operation]:
+        """This op and every op nested in its blocks, in program order."""
+        yield self
+        for b in self.blocks:
+            yield from b.walk()
+
+    def captures(self) -> list[Value]:
+        """Values read inside this op's blocks but defined outside it, in first-use order."""
+        inside: set[Value] = set()
+        seen: dict[Value, None] = {}
+        for b in self.blocks:
+            _collect_captures(b, inside, seen)
+        return list(seen)
+
+    def __repr__(self) -> str:
+        return f"Operation({self.name}, line={self.line})"
+
+
+def _collect_captures(block: Block, inside: set[Value], seen: dict[Value, None]) -> None:
+    inside.update(block.args)
+    for op in block.ops:
+        for v in op.operands:
+            if v not in inside:
+                seen.setdefault(v, None)
+        for b in op.blocks:
+            _collect_captures(b, inside, seen)
+        inside.update(op.results)
+
+
+class Block:
+    __slots__ = ("label", "args", "ops", "parent")
+
+    def __init__(self, label: str = "", args: Sequence[Value] = ()) -> None:
+        self.label = label
+        self.args: list[Value] = list(args)
+        self.ops: list[Operation] = []
+        self.parent: Operation | None = None
+        for a in self.args:
+            a.owner = self
+
+    def insert(self, index: int, op: Operation) -> Operation:
+        self.ops.insert(index, op)
+        op.parent = self
+        return op
+
+    def append(self, op: Operation) -> Operation:
+        return self.insert(len(self.ops), op)
+
+    def walk(self) -> Iterator[Operation]:
+        for op in self.ops:
+            yield from op.walk()
+
+    @property
+    def terminator(self) -> Operation | None:
+        return self.ops[-1] if self.ops and self.ops[-1].name == "yield" else None
+
+    def encloses(self, other: Block | None) -> bool:
+        """Whether `other` is this block or nested (at any depth) inside it."""
+        while other is not None:
+            if other is self:
+                return True
+            other = other.parent.parent if other.parent is not None else None
+        return False
+
+
+class Program:
+    """A top block whose arguments are the program's inputs, and a list of outputs."""
+
+    __slots__ = ("block", "outputs")
+
+    def __init__(self, inputs: Sequence[Value] = (), outputs: Sequence[Value] = ()) -> None:
+        self.block = Block("main", inputs)
+        self.outputs: list[Value] = list(outputs)
+
+    @property
+    def inputs(self) -> list[Value]:
+        return self.block.args
+
+    def walk(self) -> Iterator[Operation]:
+        return self.block.walk()
+
+    def input(self, name: str) -> Value:
+        for v in self.inputs:
+            if v.name == name:
+                return v
+        raise KeyError(f"program has no input %{name}")
+
+    def __str__(self) -> str:
+        from .text import print_program
+
+        return print_program(self)

@@ -1,0 +1,118 @@
+"""The op definition record and the registry every layer looks ops up in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..types import TensorType, Type
+
+Kernel = Callable[..., Any]
+# vjp(ctx, op, cts, needed) -> one cotangent (or None) per operand, then per captured value.
+Vjp = Callable[..., Sequence[Any]]
+# infer(operand_types, attrs, blocks) -> result types; raises TypeRuleError.
+Infer = Callable[[Sequence[Type], dict[str, Any], Sequence[Any]], list[Type]]
+Interval = tuple[float, float]
+
+
+class TypeRuleError(Exception):
+    """An op's operands or attributes break its signature or type rule."""
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    infer: Infer
+    kernel: Kernel | None = None
+    vjp: Vjp | None = None
+    nargs: int | None = 1  # None: variadic
+    attrs: dict[str, str] = field(default_factory=dict)  # name -> kind: int float bool ints dtype
+    defaults: dict[str, Any] = field(default_factory=dict)
+    differentiable: tuple[int, ...] | None = None  # operand positions with gradients; None: all
+    inplace_of: int | None = None  # operand whose buffer the result overwrites
+    base: str | None = None  # for an in-place variant, its out-of-place op
+    forward_only: bool = False  # never differentiated (comparisons, counters, stack queries)
+    domain: tuple[Interval | None, ...] = ()  # per operand: where the op is safe and smooth
+    kink: Kernel | None = None  # xp, *args -> signed distance to a non-smooth point
+    regions: tuple[str, ...] = ()  # labels of nested blocks
+    # operand types -> the argument types of each nested block
+    block_args: Callable[[Sequence[Type]], list[list[Type]]] | None = None
+    run: Callable[..., Any] | None = None  # region/effect ops: run(interp, op, args) -> results
+    flow: Callable[..., list[bool]] | None = None  # region ops: reachability through blocks
+    writes: tuple[int, ...] = ()  # operands whose state the op changes (stacks)
+    view: bool = False  # kernel may alias an operand's buffer: the interpreter copies
+    effects: bool = False  # has side effects: never dead, even with unused results
+    multi: bool = False  # the kernel returns a tuple, one entry per result
+    family: str = ""
+
+    def is_differentiable_operand(self, i: int) -> bool:
+        if self.forward_only:
+            return False
+        return self.differentiable is None or i in self.differentiable
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def register(*defs: OpDef) -> None:
+    for d in defs:
+        if d.name in OPS:
+            raise ValueError(f"op {d.name!r} defined twice")
+        OPS[d.name] = d
+
+
+def lookup(name: str) -> OpDef:
+    try:
+        return OPS[name]
+    except KeyError:
+        raise TypeRuleError(f"unknown op '{name}'") from None
+
+
+def inplace_variant(base: OpDef, operand: int = 0) -> OpDef:
+    """`base` overwriting operand `operand`: same kernel and VJP, result typed as that operand."""
+
+    def infer(types: Sequence[Type], attrs: dict[str, Any], blocks: Sequence[Any]) -> list[Type]:
+        (out,) = base.infer(types, attrs, blocks)
+        if out != types[operand]:
+            raise TypeRuleError(
+                f"in-place result {out} differs from the overwritten operand's type {types[operand]}"
+            )
+        return [out]
+
+    return replace(base, name=base.name + "_", infer=infer, inplace_of=operand, base=base.name)
+
+
+def tensor(t: Type, what: str = "operand") -> TensorType:
+    if not isinstance(t, TensorType):
+        raise TypeRuleError(f"{what} must be a tensor, got {t}")
+    return t
+
+
+def float_tensor(t: Type, what: str = "operand") -> TensorType:
+    tt = tensor(t, what)
+    if tt.dtype not in ("f64", "f32"):
+        raise TypeRuleError(f"{what} must be a float tensor, got {t}")
+    return tt
+
+
+def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    out = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        x = a[-i] if i <= len(a) else 1
+        y = b[-i] if i <= len(b) else 1
+        if x != y and 1 not in (x, y):
+            raise TypeRuleError(f"shapes {list(a)} and {list(b)} do not broadcast")
+        out.append(max(x, y) if 1 in (x, y) else x)
+    return tuple(reversed(out))
+
+
+def norm_axes(axes: Sequence[int], rank: int) -> tuple[int, ...]:
+    out = []
+    for a in axes:
+        if not -rank <= a < max(rank, 1):
+            raise TypeRuleError(f"axis {a} out of range for rank {rank}")
+        out.append(a % rank if rank else 0)
+    if len(set(out)) != len(out):
+        raise TypeRuleError(f"repeated axis in {list(axes)}")
+    return tuple(sorted(out))

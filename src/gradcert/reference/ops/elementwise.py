@@ -1,0 +1,269 @@
+"""Unary math and broadcasting binary ops.
+
+VJP rules read forward values through `ctx.primal` (which saves them where control flow or an
+in-place overwrite needs it) and emit backward ops through `ctx.<op>(...)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..types import TensorType, Type
+from .base import (
+    Interval,
+    Kernel,
+    OpDef,
+    TypeRuleError,
+    Vjp,
+    broadcast_shapes,
+    float_tensor,
+    inplace_variant,
+    register,
+    tensor,
+)
+
+
+def _same_float(types: Sequence[Type], attrs: dict[str, Any], blocks: Sequence[Any]) -> list[Type]:
+    return [float_tensor(types[0])]
+
+
+def _broadcast(numeric: bool) -> Any:
+    def infer(types: Sequence[Type], attrs: dict[str, Any], blocks: Sequence[Any]) -> list[Type]:
+        a, b = tensor(types[0], "lhs"), tensor(types[1], "rhs")
+        if a.dtype != b.dtype:
+            raise TypeRuleError(f"dtypes differ: {a} and {b}")
+        if a.dtype == "bool" or (not numeric and a.dtype == "i64"):
+            raise TypeRuleError(f"operands must be float tensors, got {a}")
+        return [TensorType(broadcast_shapes(a.shape, b.shape), a.dtype)]
+
+    return infer
+
+
+def unary(
+    name: str,
+    kernel: Kernel,
+    vjp: Vjp | None,
+    *,
+    domain: Interval | None = None,
+    kink: Kernel | None = None,
+    inplace: bool = False,
+    attrs: dict[str, str] | None = None,
+    defaults: dict[str, Any] | None = None,
+) -> None:
+    d = OpDef(
+        name,
+        _same_float,
+        kernel,
+        vjp,
+        attrs=attrs or {},
+        defaults=defaults or {},
+        domain=(domain,),
+        kink=kink,
+        family="unary",
+    )
+    register(d, *([inplace_variant(d)] if inplace else []))
+
+
+def binary(
+    name: str,
+    kernel: Kernel,
+    vjp: Vjp,
+    *,
+    numeric: bool = False,
+    domain: tuple[Interval | None, Interval | None] = (None, None),
+    kink: Kernel | None = None,
+    inplace: bool = False,
+) -> None:
+    d = OpDef(name, _broadcast(numeric), kernel, vjp, nargs=2, domain=domain, kink=kink, family="binary")
+    register(d, *([inplace_variant(d)] if inplace else []))
+
+
+# --- unary -------------------------------------------------------------------------------------
+# Each VJP maps the result's cotangent g to the operand's; `y` is the result, `x` the operand.
+
+
+def _x(ctx: Any, op: Any) -> Any:
+    return ctx.primal(op.operands[0])
+
+
+def _y(ctx: Any, op: Any) -> Any:
+    return ctx.primal(op.results[0])
+
+
+def _sigmoid(xp: Any, x: Any) -> Any:
+    return 1.0 / (1.0 + xp.exp(-x))
+
+
+def _relu(xp: Any, x: Any) -> Any:
+    return xp.where(x > 0, x, xp.zeros_like(x))
+
+
+unary(
+    "tanh",
+    lambda xp, x: xp.tanh(x),
+    lambda ctx, op, cts, needed: [ctx.multiply(cts[0], ctx.scale(ctx.square(_y(ctx, op)), scale=-1.0, bias=1.0))],
+    inplace=True,
+)
+unary("sin", lambda xp, x: xp.sin(x), lambda ctx, op, cts, needed: [ctx.multiply(cts[0], ctx.cos(_x(ctx, op)))], inplace=True)
+unary("cos", lambda xp, x: xp.cos(x), lambda ctx, op, cts, needed: [ctx.multiply(cts[0], ctx.neg(ctx.sin(_x(ctx, op))))])
+unary(
+    "exp",
+    lambda xp, x: xp.exp(x),
+    lambda ctx, op, cts, needed: [ctx.multiply(cts[0], _y(ctx, op))],
+    domain=(-3.0, 3.0),
+    inplace=True,
+)
+unary("log", lambda xp, x: xp.log(x), lambda ctx, op, cts, needed: [ctx.divide(cts[0], _x(ctx, op))], domain=(0.3, 3.0))
+unary(
+    "sigmoid",
+    _sigmoid,
+    lambda ctx, op, cts, needed: [
+        ctx.multiply(cts[0], ctx.multiply(_y(ctx, op), ctx.scale(_y(ctx, op), scale=-1.0, bias=1.0)))
+    ],
+    inplace=True,
+)
+unary(
+    "relu",
+    _relu,
+    lambda ctx, op, cts, needed: [ctx.multiply(cts[0], ctx.sign(_y(ctx, op)))],
+    kink=lambda xp, x: x,
+    inplace=True,
+)
+unary(
+    "abs",
+    lambda xp, x: xp.abs(x),
+    lambda ctx, op, cts, needed: [ctx.multiply(cts[0], ctx.sign(_x(ctx, op)))],
+    kink=lambda xp, x: x,
+    inplace=True,
+)
+# sign is piecewise constant: its derivative is zero away from 0, so no cotangent flows through it.
+unary("sign", lambda xp, x: xp.sign(x), lambda ctx, op, cts, needed: [None], kink=lambda xp, x: x)
+unary(
+    "sqrt",
+    lambda xp, x: xp.sqrt(x),
+    lambda ctx, op, cts, needed: [ctx.divide(cts[0], ctx.scale(_y(ctx, op), scale=2.0, bias=0.0))],
+    domain=(0.3, 3.0),
+)
+unary(
+    "square",
+    lambda xp, x: x * x,
+    lambda ctx, op, cts, needed: [ctx.multiply(cts[0], ctx.scale(_x(ctx, op), scale=2.0, bias=0.0))],
+    inplace=True,
+)
+unary("neg", lambda xp, x: -x, lambda ctx, op, cts, needed: [ctx.neg(cts[0])], inplace=True)
+unary(
+    "reciprocal",
+    lambda xp, x: 1.0 / x,
+    lambda ctx, op, cts, needed: [ctx.neg(ctx.multiply(cts[0], ctx.square(_y(ctx, op))))],
+    domain=(0.3, 3.0),
+)
+unary(
+    "scale",
+    lambda xp, x, scale, bias: x * scale + bias,
+    lambda ctx, op, cts, needed: [ctx.scale(cts[0], scale=op.attrs["scale"], bias=0.0)],
+    attrs={"scale": "float", "bias": "float"},
+    defaults={"scale": 1.0, "bias": 0.0},
+    inplace=True,
+)
+
+
+# --- binary ------------------------------------------------------------------------------------
+# Broadcasting is undone by one shared helper, ctx.unbroadcast(ct, operand).
+
+
+def _both(ctx: Any, op: Any, needed: Sequence[bool], ga: Any, gb: Any) -> list[Any]:
+    a, b = op.operands
+    return [
+        ctx.unbroadcast(ga(), a) if needed[0] else None,
+        ctx.unbroadcast(gb(), b) if needed[1] else None,
+    ]
+
+
+def _a(ctx: Any, op: Any) -> Any:
+    return ctx.primal(op.operands[0])
+
+
+def _b(ctx: Any, op: Any) -> Any:
+    return ctx.primal(op.operands[1])
+
+
+def _mask(ctx: Any, op: Any, compare: str) -> Any:
+    """1.0 where the first operand wins, else 0.0 (ties are kinks, kept away by generators)."""
+    t = op.results[0].type
+    cond = getattr(ctx, compare)(_a(ctx, op), _b(ctx, op))
+    return ctx.cast(cond, dtype=t.dtype)
+
+
+def _extremum_vjp(compare: str) -> Vjp:
+    def vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+        g = cts[0]
+        ga = ctx.multiply(g, _mask(ctx, op, compare))
+        return _both(ctx, op, needed, lambda: ga, lambda: ctx.subtract(g, ga))
+
+    return vjp
+
+
+binary(
+    "add",
+    lambda xp, a, b: a + b,
+    lambda ctx, op, cts, needed: _both(ctx, op, needed, lambda: cts[0], lambda: cts[0]),
+    numeric=True,
+    inplace=True,
+)
+binary(
+    "subtract",
+    lambda xp, a, b: a - b,
+    lambda ctx, op, cts, needed: _both(ctx, op, needed, lambda: cts[0], lambda: ctx.neg(cts[0])),
+    numeric=True,
+    inplace=True,
+)
+binary(
+    "multiply",
+    lambda xp, a, b: a * b,
+    lambda ctx, op, cts, needed: _both(
+        ctx, op, needed, lambda: ctx.multiply(cts[0], _b(ctx, op)), lambda: ctx.multiply(cts[0], _a(ctx, op))
+    ),
+    numeric=True,
+    inplace=True,
+)
+binary(
+    "divide",
+    lambda xp, a, b: a / b,
+    lambda ctx, op, cts, needed: _both(
+        ctx,
+        op,
+        needed,
+        lambda: ctx.divide(cts[0], _b(ctx, op)),
+        lambda: ctx.neg(ctx.divide(ctx.multiply(cts[0], ctx.primal(op.results[0])), _b(ctx, op))),
+    ),
+    domain=(None, (0.3, 3.0)),
+    inplace=True,
+)
+binary(
+    "maximum",
+    lambda xp, a, b: xp.maximum(a, b),
+    _extremum_vjp("greater_than"),
+    numeric=True,
+    kink=lambda xp, a, b: a - b,
+)
+binary(
+    "minimum",
+    lambda xp, a, b: xp.minimum(a, b),
+    _extremum_vjp("less_than"),
+    numeric=True,
+    kink=lambda xp, a, b: a - b,
+)
+binary(
+    "pow",
+    lambda xp, a, b: xp.pow(a, b),
+    lambda ctx, op, cts, needed: _both(
+        ctx,
+        op,
+        needed,
+        # d/da a^b = b a^b / a ;  d/db a^b = a^b log a
+        lambda: ctx.multiply(cts[0], ctx.divide(ctx.multiply(_b(ctx, op), ctx.primal(op.results[0])), _a(ctx, op))),
+        lambda: ctx.multiply(cts[0], ctx.multiply(ctx.primal(op.results[0]), ctx.log(_a(ctx, op)))),
+    ),
+    domain=((0.3, 2.5), (-2.0, 2.0)),
+)

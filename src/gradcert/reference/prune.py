@@ -1,0 +1,74 @@
+"""Pruning: which values depend on the inputs, and which the outputs depend on.
+
+Reachability flows forward through differentiable operand positions, through region ops by their
+`flow` rule, and through stacks (a push makes its stack depend on what it pushes). Values that
+stop gradient or are in the no-grad set never become reachable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from .ir import Block, Operation, Value
+from .ops import OPS
+
+
+class _Reach:
+    def __init__(self, seeds: Iterable[Value], blocked: set[Value]) -> None:
+        self.blocked = blocked
+        self.set = {v for v in seeds if v not in blocked}
+
+    def mark(self, v: Value) -> None:
+        if v not in self.blocked:
+            self.set.add(v)
+
+    def block(self, blk: Block, arg_mask: Sequence[bool]) -> list[bool]:
+        for a, m in zip(blk.args, arg_mask):
+            if m:
+                self.mark(a)
+        for op in blk.ops:
+            self.op(op)
+        term = blk.terminator
+        return [v in self.set for v in term.operands] if term is not None else []
+
+    def op(self, op: Operation) -> None:
+        d = OPS[op.name]
+        if d.flow is not None:
+            out = d.flow(op, [v in self.set for v in op.operands], self.block)
+            for r, m in zip(op.results, out):
+                if m:
+                    self.mark(r)
+            return
+        if any(v in self.set for i, v in enumerate(op.operands) if d.is_differentiable_operand(i)):
+            for i in d.writes:
+                self.mark(op.operands[i])
+            for r in op.results:
+                self.mark(r)
+
+
+def reachable(block: Block, seeds: Iterable[Value], blocked: set[Value]) -> set[Value]:
+    """Every value in `block` (nested blocks included) that depends differentiably on `seeds`."""
+    r = _Reach(seeds, blocked)
+    r.block(block, [])
+    return r.set
+
+
+def flows_to_yield(block: Block, seeds: Iterable[Value], blocked: set[Value]) -> list[bool]:
+    """For each yielded value of `block`: whether it depends on `seeds` (values of the block)."""
+    r = _Reach(seeds, blocked)
+    return r.block(block, [a in r.set for a in block.args])
+
+
+def coreachable(block: Block, outputs: Iterable[Value]) -> set[Value]:
+    """Values the outputs may depend on (region ops conservatively: all their inputs)."""
+    need = set(outputs)
+    for op in reversed(block.ops):
+        if any(r in need for r in op.results) or any(OPS[o.name].writes for o in op.walk()):
+            need.update(op.operands)
+            if op.blocks:
+                need.update(op.captures())
+                for sub in op.blocks:
+                    for inner in sub.walk():
+                        need.update(inner.operands)
+                        need.update(inner.results)
+    return need

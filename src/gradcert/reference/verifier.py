@@ -1,0 +1,177 @@
+"""The verifier: def-before-use, signatures and type rules, block terminators, the in-place rule.
+
+Each kind of violation is its own error class; each names the op, the value and the line, and
+shows the program around it.
+"""
+
+from __future__ import annotations
+
+
+from .builder import check_arity, normalize_attrs
+from .ir import Block, Operation, Program, Value
+from .ops import DECLARED, OPS, TypeRuleError, lookup
+from .text import Namer, print_program
+from .types import StackType
+
+
+class VerifyError(Exception):
+    """A program breaks a rule of the IR; `line`/`col` locate the op (1-based)."""
+
+    kind = "invalid program"
+
+    def __init__(self, message: str, op: Operation | None, value: Value | None, line: int, col: int, context: str) -> None:
+        super().__init__(message)
+        self.message, self.op, self.value, self.line, self.col, self.context = message, op, value, line, col, context
+
+    def __str__(self) -> str:
+        return f"{self.line}:{self.col}: {self.message}\n{self.context}"
+
+
+class UseBeforeDefError(VerifyError):
+    kind = "use before definition"
+
+
+class SignatureError(VerifyError):
+    kind = "bad signature"
+
+
+class TypeMismatchError(VerifyError):
+    kind = "type mismatch"
+
+
+class TerminatorError(VerifyError):
+    kind = "bad block terminator"
+
+
+class InPlaceError(VerifyError):
+    kind = "in-place rule"
+
+
+class _Verifier:
+    def __init__(self, program: Program, source: str | None) -> None:
+        self.program = program
+        printed: dict[Operation, int] = {}
+        text = print_program(program, printed)
+        self.src = (source or text).splitlines()
+        self.parsed = source is not None
+        self.printed = printed
+        self.errors: list[VerifyError] = []
+        self.name = Namer(program)
+
+    def locate(self, op: Operation | None) -> tuple[int, int]:
+        if op is None:
+            return len(self.src), 1
+        if self.parsed and op.line is not None:
+            return op.line, op.col or 1
+        line = self.printed.get(op, 1)
+        text = self.src[line - 1] if line <= len(self.src) else ""
+        return line, len(text) - len(text.lstrip()) + 1
+
+    def error(self, cls: type[VerifyError], op: Operation | None, message: str, value: Value | None = None) -> None:
+        line, col = self.locate(op)
+        lo, hi = max(1, line - 2), min(len(self.src), line + 2)
+        ctx = "\n".join(f"{'>' if i == line else ' '} {i:4d} | {self.src[i - 1]}" for i in range(lo, hi + 1))
+        where = f"'{op.name}'" if op else "program"
+        self.errors.append(cls(f"{where}: {message}", op, value, line, col, ctx))
+
+    def v(self, value: Value) -> str:
+        return self.name(value)
+
+    def run(self) -> list[VerifyError]:
+        visible = self.block(self.program.block, set(), top=True)
+        for out in self.program.outputs:
+            if out not in visible:
+                self.error(UseBeforeDefError, None, f"output {self.v(out)} is not defined at the top level", out)
+        return self.errors
+
+    def block(self, blk: Block, visible: set[Value], top: bool = False) -> set[Value]:
+        """Check `blk`'s ops; returns the values visible at its end."""
+        scope = set(visible) | set(blk.args)
+        for i, op in enumerate(blk.ops):
+            if op.parent is not blk:
+                self.error(SignatureError, op, "op's parent block is wrong (corrupt IR)")
+            is_last = i == len(blk.ops) - 1
+            if op.name == "yield" and (top or not is_last):
+                self.error(TerminatorError, op, "yield may only end a nested block")
+            for v in op.operands:
+                if v not in scope:
+                    known = v.owner is not None
+                    self.error(
+                        UseBeforeDefError,
+                        op,
+                        f"operand {self.v(v)} is "
+                        + ("used before its definition or outside its block" if known else "undefined"),
+                        v,
+                    )
+            self.signature(op)
+            self.inplace(op, blk, i)
+            for sub in op.blocks:
+                self.block(sub, scope)
+                if sub.terminator is None:
+                    self.error(TerminatorError, op, f"block ^{sub.label} does not end with yield")
+            scope.update(op.results)
+        return scope
+
+    def signature(self, op: Operation) -> None:
+        try:
+            d = lookup(op.name)
+            check_arity(d, len(op.operands), len(op.blocks))
+            if normalize_attrs(d, op.attrs) != op.attrs:
+                raise TypeRuleError(f"attributes {op.attrs} are not in normal form")
+            labels = tuple(b.label for b in op.blocks)
+            if labels != d.regions:
+                raise TypeRuleError(f"blocks are {list(labels)}, expected {list(d.regions)}")
+        except TypeRuleError as e:
+            self.error(SignatureError, op, str(e))
+            return
+        types = [v.type for v in op.operands]
+        try:
+            for b, want in zip(op.blocks, d.block_args(types) if d.block_args else []):
+                got = [a.type for a in b.args]
+                if got != want:
+                    raise TypeRuleError(
+                        f"block ^{b.label} takes ({', '.join(map(str, got))}), expected ({', '.join(map(str, want))})"
+                    )
+            inferred = d.infer(types, op.attrs, op.blocks)
+        except TypeRuleError as e:
+            self.error(TypeMismatchError, op, str(e))
+            return
+        declared = [r.type for r in op.results]
+        if inferred == [DECLARED]:
+            if len(declared) != 1 or not isinstance(declared[0], StackType):
+                self.error(TypeMismatchError, op, "must declare one stack result")
+        elif declared != inferred:
+            self.error(
+                TypeMismatchError,
+                op,
+                f"result type ({', '.join(map(str, declared))}) differs from the type rule's "
+                f"({', '.join(map(str, inferred))})",
+                op.results[0] if op.results else None,
+            )
+
+    def inplace(self, op: Operation, blk: Block, index: int) -> None:
+        d = OPS.get(op.name)
+        if d is None or d.inplace_of is None or d.inplace_of >= len(op.operands):
+            return
+        v = op.operands[d.inplace_of]
+        if v.block is not blk:
+            self.error(InPlaceError, op, f"{self.v(v)} is consumed in place outside the block defining it", v)
+            return
+        for later in blk.ops[index + 1:]:
+            if any(v in u.operands for u in later.walk()):
+                self.error(InPlaceError, later, f"{self.v(v)} is used after '{op.name}' consumed it in place", v)
+                return
+        if blk is self.program.block and v in self.program.outputs:
+            self.error(InPlaceError, op, f"output {self.v(v)} is consumed in place by '{op.name}'", v)
+
+
+def verify_all(program: Program, source: str | None = None) -> list[VerifyError]:
+    """Every violation, in program order (empty when the program is valid)."""
+    return _Verifier(program, source).run()
+
+
+def verify(program: Program, source: str | None = None) -> None:
+    """Raise the first violation. `source`: the text the program was parsed from, for locations."""
+    errors = verify_all(program, source)
+    if errors:
+        raise errors[0]
