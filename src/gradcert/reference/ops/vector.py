@@ -85,7 +85,8 @@ def _sections_kernel(xp: Any, x: Any, sections: Sequence[int], axis: int) -> Any
 
 def _unbind_kernel(xp: Any, x: Any, axis: int) -> Any:
     ax = axis % x.ndim
-    return tuple(xp.take(x, xp.asarray([i]), axis=ax)[(slice(None),) * ax + (0,)] for i in range(x.shape[ax]))
+    lead = (slice(None),) * ax
+    return tuple(x[(*lead, i, ...)] for i in range(x.shape[ax]))
 
 
 register(

@@ -1,0 +1,65 @@
+"""`gradcert show`, run as a real subprocess: success on every example, one-line errors with exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import EXAMPLES, ROOT
+
+
+def gradcert(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gradcert.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=120)
+
+
+def test_show_every_example() -> None:
+    r = gradcert("show", *map(str, EXAMPLES))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("== ") == len(EXAMPLES)
+    assert r.stdout.count("outputs:") == len(EXAMPLES)
+
+
+BAD = {
+    "syntax": ("program(%x: f64[3]) {\n  %y = tanh(%x) f64[3]\n  return %y\n}\n", ":2:17: expected ':'"),
+    "undefined": ("program(%x: f64[3]) {\n  %y = tanh(%q) : f64[3]\n  return %y\n}\n", ":2:13: undefined value %q"),
+    "type": ("program(%x: f64[3]) {\n  %y = sum(%x) {axes=[], keepdim=false} : f64[3]\n  return %y\n}\n",
+             ":2:3: type mismatch: 'sum': result type (f64[3]) differs"),
+    "inplace": ("program(%x: f64[3]) {\n  %a = exp(%x) : f64[3]\n  %b = exp_(%a) : f64[3]\n"
+                "  %c = add(%a, %b) : f64[3]\n  return %c\n}\n", ":4:3: in-place rule: 'add': %a is used after 'exp_'"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD))
+def test_bad_file_exits_2_with_one_line(kind: str, tmp_path: Path) -> None:
+    src, words = BAD[kind]
+    f = tmp_path / f"{kind}.gc"
+    f.write_text(src)
+    r = gradcert("show", str(f))
+    assert r.returncode == 2
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr
+    assert str(f) + words in lines[0]
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    r = gradcert("show", str(tmp_path / "nope.gc"))
+    assert r.returncode == 2
+    assert r.stderr.strip() == f"gradcert: error: {tmp_path / 'nope.gc'}: no such file"
+
+
+def test_show_grad_prints_backward_and_fd() -> None:
+    r = gradcert("show", "--grad", "examples/while_basic.gc")
+    assert r.returncode == 0, r.stderr
+    assert "backward program:" in r.stdout and "tuple_pop" in r.stdout and "has_elements" in r.stdout
+    errs = [float(line.rsplit(" ", 1)[1]) for line in r.stdout.splitlines() if "max abs err" in line]
+    assert len(errs) == 2 and max(errs) < 1e-8
+
+
+def test_unknown_device_is_usage_error() -> None:
+    r = gradcert("show", "--device", "tpu", str(EXAMPLES[0]))
+    assert r.returncode == 2
