@@ -40,6 +40,10 @@ class Gradients:
     program: Program
     grads: list[Value | None]  # one per requested input, None where no gradient belongs
     added: set[Operation] = field(default_factory=set)  # every op this transform made
+    # the request, as given
+    outputs: list[Value] = field(default_factory=list)
+    inputs: list[Value] = field(default_factory=list)
+    no_grad: set[Value] = field(default_factory=set)
 
 
 @dataclass
@@ -83,9 +87,13 @@ class _Ctx:
         return self.b.emit("add", a, b)
 
     def split_vector(self, v: Value) -> list[Value]:
-        # split(combine(xs)) is xs: cotangent vectors are mostly built by combine
-        if v.op is not None and v.op.name == "combine" and v.op.parent is self.block:
-            return list(v.op.operands)
+        # split(combine(xs)) is xs: cotangent vectors are mostly built by a combine just made
+        made = v.op
+        if made is not None and made.name == "combine" and made.parent is self.block and made.origin is not None:
+            parts = list(made.operands)
+            if not v.uses:
+                self.block.remove(made)
+            return parts
         return list(self.b.split(v))
 
     def combine_vector(self, cts: Sequence[Value | None], like: Sequence[Value]) -> Value:
@@ -124,8 +132,16 @@ class _Ctx:
     def reachable(self, v: Value) -> bool:
         return v in self.shared.reach
 
-    def flows_to_yield(self, block: Block, seeds: Iterable[Value]) -> list[bool]:
-        return prune.flows_to_yield(block, seeds, self.shared.blocked)
+    def depends(self, block: Block, seeds: Iterable[Value]) -> set[Value]:
+        """The values of `block` (nested blocks included) that depend on `seeds`."""
+        return prune.reachable(block, seeds, self.shared.blocked)
+
+    def effect_sinks(self, block: Block) -> list[Value]:
+        """Values pushed (in `block`, at any depth) on stacks whose cotangent stacks exist:
+        under second order, cotangents arrive at them from the cotangent stacks."""
+        cts = self.shared.ct_stacks
+        return [v for o in block.walk() for i in OPS[o.name].writes if o.operands[i] in cts
+                for v in o.operands if v is not o.operands[i]]
 
     def _needed(self, v: Value, differentiable_position: bool) -> bool:
         if not differentiable_position or v not in self.shared.reach:
@@ -169,6 +185,8 @@ class _Ctx:
             if ct is not None and is_differentiable(v.type) and v not in self.shared.blocked:
                 self.accumulate(v, ct)
         self.run_block(self.fwd)
+        # the sums of what many uses contributed come from the region op (at the top: none)
+        self.b.origin = self.fwd.parent
         return [self.take(w) for w in wanted]
 
     # --- saving forward values -----------------------------------------------------------------
@@ -256,7 +274,7 @@ class _Ctx:
         return [next(got) if is_differentiable(v.type) else None for v in pushed]
 
 
-def _blocked(program: Program, no_grad: Iterable[Value]) -> set[Value]:
+def blocked_values(program: Program, no_grad: Iterable[Value]) -> set[Value]:
     blocked = set(no_grad)
     blocked.update(v for v in program.inputs if v.stop_gradient)
     for op in program.walk():
@@ -299,7 +317,7 @@ def grad(
     cot = list(grad_outputs) if grad_outputs is not None else [None] * len(outputs)
     _check_cotangents(outputs, cot)
     before = set(program.walk())
-    blocked = _blocked(program, no_grad or ())
+    blocked = blocked_values(program, no_grad or ())
     reach = prune.reachable(program.block, inputs, blocked)
     root = _Ctx(_Shared(reach, blocked), program.block, program.block, None)
     seeds = []
@@ -313,7 +331,7 @@ def grad(
     wanted = list(dict.fromkeys(inputs))
     got = dict(zip(wanted, root.backprop(seeds, wanted)))
     grads = [None if v in blocked else got[v] for v in inputs]
-    return Gradients(program, grads, set(program.walk()) - before)
+    return Gradients(program, grads, set(program.walk()) - before, list(outputs), list(inputs), set(no_grad or ()))
 
 
 def append_backward(

@@ -11,15 +11,19 @@ from collections.abc import Iterable, Sequence
 
 from .ir import Block, Operation, Value
 from .ops import OPS
+from .types import StackType, is_differentiable
 
 
 class _Reach:
     def __init__(self, seeds: Iterable[Value], blocked: set[Value]) -> None:
         self.blocked = blocked
-        self.set = {v for v in seeds if v not in blocked}
+        self.set: set[Value] = set()
+        for v in seeds:
+            self.mark(v)
 
     def mark(self, v: Value) -> None:
-        if v not in self.blocked:
+        # integer and bool values carry no gradient; stacks carry saved values that do
+        if v not in self.blocked and (is_differentiable(v.type) or isinstance(v.type, StackType)):
             self.set.add(v)
 
     def block(self, blk: Block, arg_mask: Sequence[bool]) -> list[bool]:
@@ -53,10 +57,6 @@ def reachable(block: Block, seeds: Iterable[Value], blocked: set[Value]) -> set[
     return r.set
 
 
-def flows_to_yield(block: Block, seeds: Iterable[Value], blocked: set[Value]) -> list[bool]:
-    """For each yielded value of `block`: whether it depends on `seeds` (values of the block)."""
-    r = _Reach(seeds, blocked)
-    return r.block(block, [a in r.set for a in block.args])
 
 
 def coreachable(block: Block, outputs: Iterable[Value]) -> set[Value]:

@@ -116,11 +116,18 @@ def _while_flow(op: Any, mask: Sequence[bool], run_block: RunBlock) -> list[bool
 
 
 def _carried(ctx: Any, op: Any, cts: Sequence[Any]) -> list[int]:
-    """Loop-carried positions whose cotangent can be nonzero on some trip (a fixpoint)."""
+    """Loop-carried positions whose cotangent can be nonzero on some trip (a fixpoint). Cotangents
+    enter a trip through the yields and, under second order, through the body's pushes."""
     body = op.blocks[1]
     live = [j for j, a in enumerate(body.args) if is_differentiable(a.type) and ctx.reachable(a)]
-    deps = {j: ctx.flows_to_yield(body, [body.args[j]]) for j in live}
-    on = {j for j in live if cts[j] is not None}
+    term = body.terminator
+    sinks = ctx.effect_sinks(body)
+    deps, on = {}, set()
+    for j in live:
+        reached = ctx.depends(body, [body.args[j]])
+        deps[j] = [v in reached for v in term.operands]
+        if cts[j] is not None or any(v in reached for v in sinks):
+            on.add(j)
     grew = True
     while grew:
         grew = False

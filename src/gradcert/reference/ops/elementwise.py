@@ -138,7 +138,8 @@ unary(
     inplace=True,
 )
 # sign is piecewise constant: its derivative is zero away from 0, so no cotangent flows through it.
-unary("sign", lambda xp, x: xp.sign(x), lambda ctx, op, cts, needed: [None], kink=lambda xp, x: x)
+register(OpDef("sign", _same_float, lambda xp, x: xp.sign(x), None, differentiable=(), kink=lambda xp, x: x,
+               family="unary"))
 unary(
     "sqrt",
     lambda xp, x: xp.sqrt(x),

@@ -1,0 +1,60 @@
+"""Gradients as arrays: transform a copy of a program with the reference backward and run it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .backward import Gradients, grad
+from .interpreter import Interpreter, to_numpy
+from .invariants import Snapshot, snapshot
+from .ir import Program, Value
+from .text import clone
+
+
+@dataclass
+class Computed:
+    grads: list[np.ndarray | None]
+    transformed: Gradients
+    outputs: list[np.ndarray]
+    before: Snapshot  # the copy before the transform, for invariants.check
+
+
+def add_input(program: Program, name: str, type: Any) -> Value:
+    v = Value(type, name)
+    v.owner = program.block
+    program.block.args.append(v)
+    return v
+
+
+def compute(
+    program: Program,
+    inputs: Sequence[Any],
+    outputs: Sequence[Value],
+    wrt: Sequence[Value],
+    cotangents: Sequence[np.ndarray | None] | None = None,
+    no_grad: Sequence[Value] = (),
+    xp: Any = np,
+) -> Computed:
+    """Gradients of sum <cotangents, outputs> w.r.t. `wrt` (values of `program`, left untouched).
+
+    Explicit cotangents are fed as extra inputs of the transformed copy, as Paddle feeds them."""
+    q, m = clone(program)
+    feeds = list(inputs)
+    cots: list[Value | None] = []
+    for k, (y, u) in enumerate(zip(outputs, cotangents or [None] * len(outputs))):
+        if u is None:
+            cots.append(None)
+        else:
+            cots.append(add_input(q, f"__cotangent{k}", m[y].type))
+            feeds.append(u)
+    before = snapshot(q)
+    g = grad(q, [m[y] for y in outputs], [m[w] for w in wrt], cots, [m[v] for v in no_grad])
+    fetch = [v for v in g.grads if v is not None]
+    r = Interpreter(xp).run(q, [xp.asarray(x) for x in feeds], fetch=[*fetch, *q.outputs])
+    got = iter(to_numpy(a) for a in r.outputs[: len(fetch)])
+    return Computed([next(got) if v is not None else None for v in g.grads], g,
+                    [to_numpy(a) for a in r.outputs[len(fetch):]], before)

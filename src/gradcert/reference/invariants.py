@@ -1,0 +1,108 @@
+"""Invariants of a transformed program: what a correct backward leaves behind.
+
+- the verifier passes;
+- the forward part is unchanged (every forward op still there, in order, with the same
+  operands, results and attributes; the backward may only add ops);
+- no zero-fill (`full`, `full_like`) made by the backward is left without a use;
+- no dead backward op (an op without side effects whose results nobody uses);
+- no backward op for a pruned forward op (its origin must lie on an input-to-output path).
+
+Each violation names the op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import prune
+from .backward import Gradients, blocked_values
+from .ir import Block, Operation, Program, Value
+from .ops import OPS
+from .text import Namer, print_program
+from .verifier import verify_all
+
+ZERO_FILL = frozenset({"full", "full_like"})
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The forward program before a transform: each op's signature, and each block's op order."""
+
+    ops: dict[Operation, tuple[object, ...]]
+    order: dict[Block, list[Operation]]
+
+
+def _sig(op: Operation) -> tuple[object, ...]:
+    return (op.name, tuple(op.operands), tuple(op.results), tuple(sorted(op.attrs.items())), op.parent,
+            tuple(op.blocks))
+
+
+def snapshot(program: Program) -> Snapshot:
+    ops = {op: _sig(op) for op in program.walk()}
+    blocks = [program.block] + [b for op in program.walk() for b in op.blocks]
+    return Snapshot(ops, {b: list(b.ops) for b in blocks})
+
+
+class InvariantError(AssertionError):
+    pass
+
+
+def violations(g: Gradients, before: Snapshot) -> list[str]:
+    program = g.program
+    name = Namer(program)
+    lines: dict[Operation, int] = {}
+    print_program(program, lines)
+
+    def where(op: Operation) -> str:
+        first = f" {name(op.results[0])}" if op.results else ""
+        return f"line {lines.get(op, '?')}: '{op.name}'{first}"
+
+    out = [f"verifier: {e.line}:{e.col}: {e.message}" for e in verify_all(program)]
+    now = set(program.walk())
+    for op, sig in before.ops.items():
+        if op not in now:
+            out.append(f"forward op {where(op)} was removed")
+        elif _sig(op) != sig:
+            out.append(f"forward op {where(op)} was changed")
+    for blk, order in before.order.items():
+        kept = [op for op in blk.ops if op in before.ops]
+        if kept != [op for op in order if op in now]:
+            out.append(f"forward ops of block ^{blk.label} were reordered")
+
+    used_by_caller = {v for v in g.grads if v is not None} | set(program.outputs)
+    for op in sorted(g.added, key=lambda o: lines.get(o, 0)):
+        if not op.results or any(OPS[o.name].effects for o in op.walk()):
+            continue  # a yield, or an op whose (nested) side effects keep it alive
+        if all(not r.uses and r not in used_by_caller for r in op.results):
+            kind = "zero-fill" if op.name in ZERO_FILL else "dead backward op"
+            out.append(f"{kind} {where(op)} has no use")
+
+    reach = prune.reachable(program.block, g.inputs, blocked_values(program, g.no_grad))
+    coreach = prune.coreachable(program.block, g.outputs)
+    for op in g.added:
+        src = op.origin
+        if src is None or src not in before.ops:
+            continue
+        on_path = any(v in reach for v in [*src.operands, *src.captures()]) and (
+            any(r in coreach for r in src.results) or bool(OPS[src.name].writes) or _nested_in_path(src, coreach)
+        )
+        if not on_path:
+            out.append(f"backward op {where(op)} differentiates {where(src)}, which no input-to-output path crosses")
+    return out
+
+
+def _nested_in_path(op: Operation, coreach: set[Value]) -> bool:
+    # an op inside a block counts as on the path when its enclosing region op is
+    parent = op.parent.parent if op.parent is not None else None
+    while parent is not None:
+        if any(r in coreach for r in parent.results):
+            return True
+        parent = parent.parent.parent if parent.parent is not None else None
+    return False
+
+
+def check(g: Gradients, before: Snapshot) -> None:
+    """Raise InvariantError listing every violation."""
+    found = violations(g, before)
+    if found:
+        raise InvariantError("backward program invariants broken:\n  " + "\n  ".join(found))
