@@ -113,7 +113,14 @@ def test_no_zero_fill_for_an_unused_split_result() -> None:
 
 
 def test_pruned_branch_gets_no_backward_ops() -> None:
-    src = "program(%x: f64[3], %y: f64[3]) {\n  %a = tanh(%x) : f64[3]\n  %b = exp(%y) : f64[3]\n  %c = add(%a, %b) : f64[3]\n  return %c\n}\n"
+    src = (
+        "program(%x: f64[3], %y: f64[3]) {\n"
+        "  %a = tanh(%x) : f64[3]\n"
+        "  %b = exp(%y) : f64[3]\n"
+        "  %c = add(%a, %b) : f64[3]\n"
+        "  return %c\n"
+        "}\n"
+    )
     p = parse_program(src)
     before = snapshot(p)
     g = grad(p, p.outputs, [p.inputs[0]])
@@ -210,10 +217,20 @@ def test_append_backward_defaults_to_every_input_needing_a_gradient() -> None:
 # --- second order -------------------------------------------------------------------------------
 
 SECOND_ORDER = [
-    "examples/unary.gc", "examples/broadcast.gc", "examples/matmul.gc", "examples/reductions.gc",
-    "examples/fanout.gc", "examples/inplace.gc", "examples/while_basic.gc", "examples/if_nested.gc",
-    "tests/programs/pow_both.gc", "tests/programs/while_captured_after.gc", "tests/programs/if_yields_outer.gc",
-    "tests/programs/divide_input.gc", "tests/programs/while_swap.gc", "tests/programs/vector_through_if.gc",
+    "examples/unary.gc",
+    "examples/broadcast.gc",
+    "examples/matmul.gc",
+    "examples/reductions.gc",
+    "examples/fanout.gc",
+    "examples/inplace.gc",
+    "examples/while_basic.gc",
+    "examples/if_nested.gc",
+    "tests/programs/pow_both.gc",
+    "tests/programs/while_captured_after.gc",
+    "tests/programs/if_yields_outer.gc",
+    "tests/programs/divide_input.gc",
+    "tests/programs/while_swap.gc",
+    "tests/programs/vector_through_if.gc",
 ]
 
 

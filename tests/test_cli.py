@@ -12,8 +12,9 @@ from .conftest import EXAMPLES, ROOT
 
 
 def gradcert(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gradcert.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "gradcert.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
 def test_show_every_example() -> None:
@@ -26,10 +27,15 @@ def test_show_every_example() -> None:
 BAD = {
     "syntax": ("program(%x: f64[3]) {\n  %y = tanh(%x) f64[3]\n  return %y\n}\n", ":2:17: expected ':'"),
     "undefined": ("program(%x: f64[3]) {\n  %y = tanh(%q) : f64[3]\n  return %y\n}\n", ":2:13: undefined value %q"),
-    "type": ("program(%x: f64[3]) {\n  %y = sum(%x) {axes=[], keepdim=false} : f64[3]\n  return %y\n}\n",
-             ":2:3: type mismatch: 'sum': result type (f64[3]) differs"),
-    "inplace": ("program(%x: f64[3]) {\n  %a = exp(%x) : f64[3]\n  %b = exp_(%a) : f64[3]\n"
-                "  %c = add(%a, %b) : f64[3]\n  return %c\n}\n", ":4:3: in-place rule: 'add': %a is used after 'exp_'"),
+    "type": (
+        "program(%x: f64[3]) {\n  %y = sum(%x) {axes=[], keepdim=false} : f64[3]\n  return %y\n}\n",
+        ":2:3: type mismatch: 'sum': result type (f64[3]) differs",
+    ),
+    "inplace": (
+        "program(%x: f64[3]) {\n  %a = exp(%x) : f64[3]\n  %b = exp_(%a) : f64[3]\n"
+        "  %c = add(%a, %b) : f64[3]\n  return %c\n}\n",
+        ":4:3: in-place rule: 'add': %a is used after 'exp_'",
+    ),
 }
 
 

@@ -39,8 +39,11 @@ def test_inplace_inside_loop_body_does_not_clobber_the_initial_value() -> None:
     pb = ProgramBuilder()
     x = pb.input("x", f64(2))
     n = pb.const(2, dtype="i64")
-    _, h = pb.while_([pb.const(0, dtype="i64"), x], lambda b, i, a: b.less_than(i, n),
-                     lambda b, i, a: [b.add(i, b.const(1, dtype="i64")), b.tanh_(a)])
+    _, h = pb.while_(
+        [pb.const(0, dtype="i64"), x],
+        lambda b, i, a: b.less_than(i, n),
+        lambda b, i, a: [b.add(i, b.const(1, dtype="i64")), b.tanh_(a)],
+    )
     p = pb.build(h, pb.exp(x))
     h_out, ex = run(p, [np.array([0.5, -0.5])]).outputs
     np.testing.assert_allclose(h_out, np.tanh(np.tanh([0.5, -0.5])))

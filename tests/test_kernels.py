@@ -39,7 +39,11 @@ SPECS: dict[str, tuple[list[TensorType], dict[str, Any], Any]] = {
     "maximum": ([TensorType((2, 3)), TensorType((3,))], {}, np.maximum),
     "minimum": ([TensorType((2, 3)), TensorType((3,))], {}, np.minimum),
     "pow": ([TensorType((2, 3)), TensorType((3,))], {}, np.power),
-    "sum": ([TensorType((2, 3, 4))], {"axes": [0, 2], "keepdim": True}, lambda x: np.sum(x, axis=(0, 2), keepdims=True)),
+    "sum": (
+        [TensorType((2, 3, 4))],
+        {"axes": [0, 2], "keepdim": True},
+        lambda x: np.sum(x, axis=(0, 2), keepdims=True),
+    ),
     "mean": ([TensorType((2, 3))], {"axes": [-1]}, lambda x: np.mean(x, axis=-1)),
     "matmul": ([TensorType((2, 3, 4)), TensorType((4, 2))], {}, np.matmul),
     "reshape": ([TensorType((2, 6))], {"shape": [3, 4]}, lambda x: x.reshape(3, 4)),
@@ -59,8 +63,23 @@ SPECS: dict[str, tuple[list[TensorType], dict[str, Any], Any]] = {
     "greater_equal": ([TensorType((3,)), TensorType((3,))], {}, np.greater_equal),
 }
 # Ops whose kernels take or return vectors, stacks or blocks: tested through programs below.
-STRUCTURAL = {"combine", "split", "concat", "split_with_sections", "stack", "unbind", "add_n", "where",
-              "if", "while", "yield", "stack_create", "tuple_push", "tuple_pop", "has_elements"}
+STRUCTURAL = {
+    "combine",
+    "split",
+    "concat",
+    "split_with_sections",
+    "stack",
+    "unbind",
+    "add_n",
+    "where",
+    "if",
+    "while",
+    "yield",
+    "stack_create",
+    "tuple_push",
+    "tuple_pop",
+    "has_elements",
+}
 
 
 def test_every_op_is_tested() -> None:
@@ -74,7 +93,7 @@ def _inputs(name: str, types: list[TensorType], rng: np.random.Generator) -> lis
     d = OPS[name]
     out = []
     for i, t in enumerate(types):
-        lo, hi = (d.domain[i] if i < len(d.domain) and d.domain[i] else (-2.0, 2.0))  # type: ignore[misc]
+        lo, hi = d.domain[i] if i < len(d.domain) and d.domain[i] else (-2.0, 2.0)  # type: ignore[misc]
         out.append(rng.uniform(lo, hi, t.shape))
     return out
 
@@ -146,7 +165,9 @@ def test_vector_kernels(xp: Any) -> None:
 
     rng = np.random.default_rng(0)
     a, b, c = (rng.normal(size=(2, 3)) for _ in range(3))
-    p0, p1, n, w = (to_numpy(o) for o in run(parse_program(VECTOR_SRC), [xp.asarray(v) for v in (a, b, c)], xp=xp).outputs)
+    p0, p1, n, w = (
+        to_numpy(o) for o in run(parse_program(VECTOR_SRC), [xp.asarray(v) for v in (a, b, c)], xp=xp).outputs
+    )
     cat = np.concatenate([a, b, c], axis=0)
     np.testing.assert_array_equal(p0, cat[:1])
     np.testing.assert_array_equal(p1, cat[1:])

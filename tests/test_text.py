@@ -17,8 +17,18 @@ def test_examples_cover_every_family() -> None:
 
     used = {op.name for p in EXAMPLES for op in load_program(p).walk()}
     families = {OPS[n].family for n in used}
-    assert families >= {"unary", "binary", "reduction", "matmul", "shape", "creation", "vector", "control", "misc",
-                        "compare"}
+    assert families >= {
+        "unary",
+        "binary",
+        "reduction",
+        "matmul",
+        "shape",
+        "creation",
+        "vector",
+        "control",
+        "misc",
+        "compare",
+    }
     assert len(EXAMPLES) >= 12
     assert {"if", "while", "tanh_", "combine", "split", "concat", "stack", "unbind", "add_n"} <= used
 
@@ -46,14 +56,16 @@ def chains(draw: st.DrawFn):  # type: ignore[no-untyped-def]
         if draw(st.booleans()):
             vals.append(pb.emit(draw(st.sampled_from(_UNARY)), draw(st.sampled_from(vals))))
         else:
-            vals.append(pb.emit(draw(st.sampled_from(_BINARY)), draw(st.sampled_from(vals)), draw(st.sampled_from(vals))))
+            vals.append(
+                pb.emit(draw(st.sampled_from(_BINARY)), draw(st.sampled_from(vals)), draw(st.sampled_from(vals)))
+            )
         if draw(st.booleans()):
             vals.append(pb.scale(vals[-1], scale=draw(st.floats(-1e3, 1e3)), bias=draw(st.floats(allow_nan=False))))
     if draw(st.booleans()):
         c = pb.less_than(pb.sum(vals[-1]), pb.const(0.5))
         (r,) = pb.if_(c, lambda b: [b.tanh(vals[-1])], lambda b: [vals[0]])
         vals.append(r)
-    return pb.build(*vals[-draw(st.integers(1, len(vals))):])
+    return pb.build(*vals[-draw(st.integers(1, len(vals))) :])
 
 
 @given(chains())
@@ -71,10 +83,18 @@ def test_round_trip_property(p) -> None:  # type: ignore[no-untyped-def]
         ("program(%x: f64[3]) {\n  %y = tanh(%x) f64[3]\n  return %y\n}\n", 2, 17, "expected ':'"),
         ("program(%x: f64[3]) {\n  %y = frobnicate(%x) : f64[3]\n  return %y\n}\n", 2, 8, "unknown op"),
         ("program(%x: q64[3]) {\n  return %x\n}\n", 1, 13, "unknown type"),
-        ("program(%x: f64[3]) {\n  %y = tanh(%x) : f64[3]\n  %y = tanh(%x) : f64[3]\n  return %y\n}\n", 3, 3,
-         "defined twice"),
-        ("program(%x: f64[3]) {\n  %y = scale(%x) {scale=1.0, speed=2} : f64[3]\n  return %y\n}\n", 2, 18,
-         "no attribute 'speed'"),
+        (
+            "program(%x: f64[3]) {\n  %y = tanh(%x) : f64[3]\n  %y = tanh(%x) : f64[3]\n  return %y\n}\n",
+            3,
+            3,
+            "defined twice",
+        ),
+        (
+            "program(%x: f64[3]) {\n  %y = scale(%x) {scale=1.0, speed=2} : f64[3]\n  return %y\n}\n",
+            2,
+            18,
+            "no attribute 'speed'",
+        ),
         ("program(%x: f64[3]) {\n  %y = tanh(%x) : f64[3]\n", 3, 1, "expected 'return'"),
     ],
 )

@@ -31,13 +31,24 @@ def test_type_mismatch() -> None:
 
 
 def test_broadcast_mismatch() -> None:
-    e = _check("program(%x: f64[3], %y: f64[4]) {\n  %z = add(%x, %y) : f64[3]\n  return %z\n}\n",
-               TypeMismatchError, 2, "do not broadcast")
+    e = _check(
+        "program(%x: f64[3], %y: f64[4]) {\n  %z = add(%x, %y) : f64[3]\n  return %z\n}\n",
+        TypeMismatchError,
+        2,
+        "do not broadcast",
+    )
     assert "[3]" in e.message and "[4]" in e.message
 
 
 def test_use_after_inplace() -> None:
-    src = "program(%x: f64[3]) {\n  %a = exp(%x) : f64[3]\n  %b = tanh_(%a) : f64[3]\n  %c = add(%a, %b) : f64[3]\n  return %c\n}\n"
+    src = (
+        "program(%x: f64[3]) {\n"
+        "  %a = exp(%x) : f64[3]\n"
+        "  %b = tanh_(%a) : f64[3]\n"
+        "  %c = add(%a, %b) : f64[3]\n"
+        "  return %c\n"
+        "}\n"
+    )
     e = _check(src, InPlaceError, 4, "%a is used after 'tanh_' consumed it in place")
     assert e.value is not None and e.value.name == "a"
 
@@ -61,8 +72,12 @@ def test_inplace_of_outer_value_inside_a_loop_body() -> None:
 
 
 def test_output_consumed_in_place() -> None:
-    _check("program(%x: f64[3]) {\n  %a = exp(%x) : f64[3]\n  %b = tanh_(%a) : f64[3]\n  return %a, %b\n}\n",
-           InPlaceError, 3, "output %a")
+    _check(
+        "program(%x: f64[3]) {\n  %a = exp(%x) : f64[3]\n  %b = tanh_(%a) : f64[3]\n  return %a, %b\n}\n",
+        InPlaceError,
+        3,
+        "output %a",
+    )
 
 
 def test_branch_types_differ() -> None:

@@ -50,8 +50,10 @@ def show_grad(program: object, xs: list[np.ndarray], xp: object) -> None:
     wrt = [i for i, v in enumerate(program.inputs) if is_differentiable(v.type) and not v.stop_gradient]
     outs = [v for v in program.outputs if is_differentiable(v.type)]
     base = Interpreter().run(program, xs)
-    cots = [np.ones(np.shape(y)) if is_differentiable(v.type) else np.zeros(np.shape(y))
-            for v, y in zip(program.outputs, base.outputs)]
+    cots = [
+        np.ones(np.shape(y)) if is_differentiable(v.type) else np.zeros(np.shape(y))
+        for v, y in zip(program.outputs, base.outputs)
+    ]
     expect, valid = jacobian_vjp(program, xs, wrt, cots, held_values(program))
     g = grad(program, outs, [program.inputs[i] for i in wrt])
     print("backward program:")

@@ -82,6 +82,11 @@ class Builder:
             self.index += 1
         return op
 
+    def one(self, name: str, *operands: Value, **attrs: Any) -> Value:
+        """Emit an op with exactly one result and return it."""
+        (r,) = self.op(name, operands, attrs).results
+        return r
+
     def emit(self, name: str, *operands: Value, **attrs: Any) -> Any:
         op = self.op(name, operands, attrs)
         return op.results if lookup(name).multi or len(op.results) != 1 else op.results[0]
@@ -99,7 +104,9 @@ class Builder:
         inner.op("yield", list(fill(inner, *blk.args)))
         return blk
 
-    def if_(self, cond: Value, then: Callable[..., Sequence[Value]], other: Callable[..., Sequence[Value]]) -> list[Value]:
+    def if_(
+        self, cond: Value, then: Callable[..., Sequence[Value]], other: Callable[..., Sequence[Value]]
+    ) -> list[Value]:
         blocks = [self.block_of("then", [], then), self.block_of("else", [], other)]
         return self.op("if", [cond], blocks=blocks).results
 

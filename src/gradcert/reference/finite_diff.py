@@ -33,7 +33,9 @@ class Directional:
 
 
 def _f(outs: Sequence[Any], cots: Sequence[np.ndarray]) -> float:
-    return float(sum(np.vdot(np.asarray(u, dtype=np.float64), np.asarray(y, dtype=np.float64)) for u, y in zip(cots, outs)))
+    return float(
+        sum(np.vdot(np.asarray(u, dtype=np.float64), np.asarray(y, dtype=np.float64)) for u, y in zip(cots, outs))
+    )
 
 
 def held_values(program: Program, no_grad: Iterable[Value] = ()) -> frozenset[Value]:
@@ -95,7 +97,9 @@ def jacobian_vjp(
         for idx in np.ndindex(*x.shape):
             e = np.zeros(x.shape)
             e[idx] = 1.0
-            d = directional(program, inputs, [e if k == i else None for k in range(len(inputs))], cotangents, held, step)
+            d = directional(
+                program, inputs, [e if k == i else None for k in range(len(inputs))], cotangents, held, step
+            )
             g[idx] = d.value
             valid = valid and d.valid
         grads.append(g)

@@ -56,5 +56,9 @@ def compute(
     fetch = [v for v in g.grads if v is not None]
     r = Interpreter(xp).run(q, [xp.asarray(x) for x in feeds], fetch=[*fetch, *q.outputs])
     got = iter(to_numpy(a) for a in r.outputs[: len(fetch)])
-    return Computed([next(got) if v is not None else None for v in g.grads], g,
-                    [to_numpy(a) for a in r.outputs[len(fetch):]], before)
+    return Computed(
+        [next(got) if v is not None else None for v in g.grads],
+        g,
+        [to_numpy(a) for a in r.outputs[len(fetch) :]],
+        before,
+    )

@@ -152,7 +152,9 @@ class Interpreter:
             if r in self.keep or r in self.frozen:
                 self.kept.setdefault(r, []).append(self.copy(self.env[r]))
 
-    def run(self, program: Program, inputs: Sequence[Any] | Mapping[str, Any], fetch: Sequence[Value] | None = None) -> Run:
+    def run(
+        self, program: Program, inputs: Sequence[Any] | Mapping[str, Any], fetch: Sequence[Value] | None = None
+    ) -> Run:
         """Run `program`; returns the fetched top-level values (default: the outputs) and the trace."""
         if isinstance(inputs, Mapping):
             missing = [v.name for v in program.inputs if v.name not in inputs]

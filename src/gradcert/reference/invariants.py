@@ -33,8 +33,14 @@ class Snapshot:
 
 
 def _sig(op: Operation) -> tuple[object, ...]:
-    return (op.name, tuple(op.operands), tuple(op.results), tuple(sorted(op.attrs.items())), op.parent,
-            tuple(op.blocks))
+    return (
+        op.name,
+        tuple(op.operands),
+        tuple(op.results),
+        tuple(sorted(op.attrs.items())),
+        op.parent,
+        tuple(op.blocks),
+    )
 
 
 def snapshot(program: Program) -> Snapshot:

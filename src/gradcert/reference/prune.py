@@ -57,8 +57,6 @@ def reachable(block: Block, seeds: Iterable[Value], blocked: set[Value]) -> set[
     return r.set
 
 
-
-
 def coreachable(block: Block, outputs: Iterable[Value]) -> set[Value]:
     """Values the outputs may depend on (region ops conservatively: all their inputs)."""
     need = set(outputs)

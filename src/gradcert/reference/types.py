@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 DTYPES = ("f64", "f32", "i64", "bool")
 FLOAT_DTYPES = frozenset({"f64", "f32"})
@@ -61,7 +60,7 @@ class StackType:
         return f"stack<{', '.join(map(str, self.elems))}>"
 
 
-Type = Union[TensorType, VectorType, StackType]
+Type = TensorType | VectorType | StackType
 
 
 def is_differentiable(t: Type) -> bool:

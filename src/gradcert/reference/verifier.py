@@ -6,7 +6,6 @@ shows the program around it.
 
 from __future__ import annotations
 
-
 from .builder import check_arity, normalize_attrs
 from .ir import Block, Operation, Program, Value
 from .ops import DECLARED, OPS, TypeRuleError, lookup
@@ -19,7 +18,9 @@ class VerifyError(Exception):
 
     kind = "invalid program"
 
-    def __init__(self, message: str, op: Operation | None, value: Value | None, line: int, col: int, context: str) -> None:
+    def __init__(
+        self, message: str, op: Operation | None, value: Value | None, line: int, col: int, context: str
+    ) -> None:
         super().__init__(message)
         self.message, self.op, self.value, self.line, self.col, self.context = message, op, value, line, col, context
 
@@ -157,7 +158,7 @@ class _Verifier:
         if v.block is not blk:
             self.error(InPlaceError, op, f"{self.v(v)} is consumed in place outside the block defining it", v)
             return
-        for later in blk.ops[index + 1:]:
+        for later in blk.ops[index + 1 :]:
             if any(v in u.operands for u in later.walk()):
                 self.error(InPlaceError, later, f"{self.v(v)} is used after '{op.name}' consumed it in place", v)
                 return

@@ -75,9 +75,7 @@ def inplace_variant(base: OpDef, operand: int = 0) -> OpDef:
     def infer(types: Sequence[Type], attrs: dict[str, Any], blocks: Sequence[Any]) -> list[Type]:
         (out,) = base.infer(types, attrs, blocks)
         if out != types[operand]:
-            raise TypeRuleError(
-                f"in-place result {out} differs from the overwritten operand's type {types[operand]}"
-            )
+            raise TypeRuleError(f"in-place result {out} differs from the overwritten operand's type {types[operand]}")
         return [out]
 
     return replace(base, name=base.name + "_", infer=infer, inplace_of=operand, base=base.name)

@@ -47,7 +47,8 @@ def _if_infer(types: Sequence[Type], a: A, blocks: Sequence[Any]) -> list[Type]:
 def _if_run(interp: Any, op: Any, args: Sequence[Any]) -> list[Any]:
     taken = interp.truth(args[0])
     interp.record(op, taken)
-    return interp.run_block(op.blocks[0 if taken else 1], [])
+    out: list[Any] = interp.run_block(op.blocks[0 if taken else 1], [])
+    return out
 
 
 def _if_flow(op: Any, mask: Sequence[bool], run_block: RunBlock) -> list[bool]:
@@ -86,9 +87,7 @@ def _while_infer(types: Sequence[Type], a: A, blocks: Sequence[Any]) -> list[Typ
     _scalar_bool(cond[0], "^cond's yield")
     body = _yield_types(blocks[1], "body")
     if body != list(types):
-        raise TypeRuleError(
-            f"^body yields ({', '.join(map(str, body))}), loop carries ({', '.join(map(str, types))})"
-        )
+        raise TypeRuleError(f"^body yields ({', '.join(map(str, body))}), loop carries ({', '.join(map(str, types))})")
     return list(types)
 
 
@@ -154,7 +153,7 @@ def _while_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) ->
         [(body.terminator.operands[j], g) for j, g in zip(carried, gs)],
         [body.args[j] for j in carried] + wanted,
     )
-    got_args, got_caps = got[: len(carried)], got[len(carried):]
+    got_args, got_caps = got[: len(carried)], got[len(carried) :]
     kept = [k for k, g in enumerate(got_caps) if g is not None]
     if not carried and not kept:
         return [None] * (n + len(caps))
@@ -164,24 +163,44 @@ def _while_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) ->
         + [sub.add(acc, got_caps[k]) for acc, k in zip(accs, kept)],
         count_trips=True,
     )
-    cond = ctx.new_block("cond", [v.type for v in sub.block.args],
-                         lambda b, *args: [b.has_elements(ctx.primal(stack))])
+    cond = ctx.new_block("cond", [v.type for v in sub.block.args], lambda b, *args: [b.has_elements(ctx.primal(stack))])
     inits = [cts[j] if cts[j] is not None else ctx.zeros(op.results[j].type) for j in carried]
     inits += [ctx.zeros(wanted[k].type) for k in kept]
     results = ctx.emit_region("while", inits, [cond, sub.block])
     out: list[Any] = [None] * (n + len(caps))
     for j, r in zip(carried, results):
         out[j] = r
-    for k, r in zip(kept, results[len(carried):]):
+    for k, r in zip(kept, results[len(carried) :]):
         out[n + caps.index(wanted[k])] = r
     return out
 
 
 register(
-    OpDef("if", _if_infer, None, _if_vjp, regions=("then", "else"), block_args=lambda types: [[], []],
-          run=_if_run, flow=_if_flow, differentiable=(), multi=True, family="control"),
-    OpDef("while", _while_infer, None, _while_vjp, nargs=None, regions=("cond", "body"),
-          block_args=lambda types: [list(types), list(types)], run=_while_run, flow=_while_flow, multi=True,
-          family="control"),
+    OpDef(
+        "if",
+        _if_infer,
+        None,
+        _if_vjp,
+        regions=("then", "else"),
+        block_args=lambda types: [[], []],
+        run=_if_run,
+        flow=_if_flow,
+        differentiable=(),
+        multi=True,
+        family="control",
+    ),
+    OpDef(
+        "while",
+        _while_infer,
+        None,
+        _while_vjp,
+        nargs=None,
+        regions=("cond", "body"),
+        block_args=lambda types: [list(types), list(types)],
+        run=_while_run,
+        flow=_while_flow,
+        multi=True,
+        family="control",
+    ),
     OpDef("yield", lambda types, a, blocks: [], None, None, nargs=None, forward_only=True, family="control"),
 )

@@ -105,8 +105,15 @@ unary(
     lambda ctx, op, cts, needed: [ctx.multiply(cts[0], ctx.scale(ctx.square(_y(ctx, op)), scale=-1.0, bias=1.0))],
     inplace=True,
 )
-unary("sin", lambda xp, x: xp.sin(x), lambda ctx, op, cts, needed: [ctx.multiply(cts[0], ctx.cos(_x(ctx, op)))], inplace=True)
-unary("cos", lambda xp, x: xp.cos(x), lambda ctx, op, cts, needed: [ctx.multiply(cts[0], ctx.neg(ctx.sin(_x(ctx, op))))])
+unary(
+    "sin",
+    lambda xp, x: xp.sin(x),
+    lambda ctx, op, cts, needed: [ctx.multiply(cts[0], ctx.cos(_x(ctx, op)))],
+    inplace=True,
+)
+unary(
+    "cos", lambda xp, x: xp.cos(x), lambda ctx, op, cts, needed: [ctx.multiply(cts[0], ctx.neg(ctx.sin(_x(ctx, op))))]
+)
 unary(
     "exp",
     lambda xp, x: xp.exp(x),
@@ -138,8 +145,9 @@ unary(
     inplace=True,
 )
 # sign is piecewise constant: its derivative is zero away from 0, so no cotangent flows through it.
-register(OpDef("sign", _same_float, lambda xp, x: xp.sign(x), None, differentiable=(), kink=lambda xp, x: x,
-               family="unary"))
+register(
+    OpDef("sign", _same_float, lambda xp, x: xp.sign(x), None, differentiable=(), kink=lambda xp, x: x, family="unary")
+)
 unary(
     "sqrt",
     lambda xp, x: xp.sqrt(x),

@@ -16,7 +16,7 @@ from .base import OpDef, TypeRuleError, register
 
 A = dict[str, Any]
 
-DECLARED = object()  # a type rule's answer when the result type is whatever was declared
+DECLARED: Any = object()  # a type rule's answer when the result type is whatever was declared
 
 
 def _stack(t: Type) -> StackType:
@@ -53,12 +53,33 @@ def _pop_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> l
 
 
 register(
-    OpDef("stack_create", lambda types, a, blocks: [DECLARED], lambda xp: [], None, nargs=0,  # type: ignore[list-item]
-          effects=True, family="stack"),
-    OpDef("tuple_push", _push_infer, _push, _push_vjp, nargs=None, writes=(0,), effects=True, multi=True,
-          family="stack"),
-    OpDef("tuple_pop", lambda types, a, blocks: list(_stack(types[0]).elems), _pop, _pop_vjp,
-          effects=True, multi=True, family="stack"),
-    OpDef("has_elements", lambda types, a, blocks: [_stack(types[0]) and TensorType((), "bool")],
-          lambda xp, stack: xp.asarray(len(stack) > 0), None, forward_only=True, family="stack"),
+    OpDef(
+        "stack_create",
+        lambda types, a, blocks: [DECLARED],
+        lambda xp: [],
+        None,
+        nargs=0,
+        effects=True,
+        family="stack",
+    ),
+    OpDef(
+        "tuple_push", _push_infer, _push, _push_vjp, nargs=None, writes=(0,), effects=True, multi=True, family="stack"
+    ),
+    OpDef(
+        "tuple_pop",
+        lambda types, a, blocks: list(_stack(types[0]).elems),
+        _pop,
+        _pop_vjp,
+        effects=True,
+        multi=True,
+        family="stack",
+    ),
+    OpDef(
+        "has_elements",
+        lambda types, a, blocks: [_stack(types[0]) and TensorType((), "bool")],
+        lambda xp, stack: xp.asarray(len(stack) > 0),
+        None,
+        forward_only=True,
+        family="stack",
+    ),
 )

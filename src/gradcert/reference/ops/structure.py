@@ -53,10 +53,24 @@ def _reduce_vjp(mean: bool) -> Any:
 _red = {"axes": "ints", "keepdim": "bool"}
 _red_def = {"axes": [], "keepdim": False}
 register(
-    OpDef("sum", _reduce_infer, lambda xp, x, axes, keepdim: xp.sum(x, axis=_axes(x, axes), keepdims=keepdim),
-          _reduce_vjp(False), attrs=_red, defaults=_red_def, family="reduction"),
-    OpDef("mean", _reduce_infer, lambda xp, x, axes, keepdim: xp.mean(x, axis=_axes(x, axes), keepdims=keepdim),
-          _reduce_vjp(True), attrs=_red, defaults=_red_def, family="reduction"),
+    OpDef(
+        "sum",
+        _reduce_infer,
+        lambda xp, x, axes, keepdim: xp.sum(x, axis=_axes(x, axes), keepdims=keepdim),
+        _reduce_vjp(False),
+        attrs=_red,
+        defaults=_red_def,
+        family="reduction",
+    ),
+    OpDef(
+        "mean",
+        _reduce_infer,
+        lambda xp, x, axes, keepdim: xp.mean(x, axis=_axes(x, axes), keepdims=keepdim),
+        _reduce_vjp(True),
+        attrs=_red,
+        defaults=_red_def,
+        family="reduction",
+    ),
 )
 
 
@@ -95,7 +109,9 @@ register(OpDef("matmul", _matmul_infer, lambda xp, a, b: xp.matmul(a, b), _matmu
 # --- shape ops -----------------------------------------------------------------------------------
 
 
-def _shape_op(name: str, attrs: dict[str, str], out_shape: Any, kernel: Any, vjp: Any, defaults: A | None = None) -> OpDef:
+def _shape_op(
+    name: str, attrs: dict[str, str], out_shape: Any, kernel: Any, vjp: Any, defaults: A | None = None
+) -> OpDef:
     def infer(types: Sequence[Type], a: A, blocks: Sequence[Any]) -> list[Type]:
         x = tensor(types[0])
         return [TensorType(tuple(out_shape(x, a)), x.dtype)]
@@ -192,25 +208,54 @@ def _slice_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) ->
 
 def _pad_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
     x = op.operands[0].type
-    return [ctx.slice(cts[0], axes=list(range(x.rank)), starts=list(op.attrs["low"]),
-                      ends=[lo + d for lo, d in zip(op.attrs["low"], x.shape)])]
+    return [
+        ctx.slice(
+            cts[0],
+            axes=list(range(x.rank)),
+            starts=list(op.attrs["low"]),
+            ends=[lo + d for lo, d in zip(op.attrs["low"], x.shape)],
+        )
+    ]
 
 
 register(
-    _shape_op("reshape", {"shape": "ints"}, _reshape_shape, lambda xp, x, shape: xp.reshape(x, tuple(shape)),
-              lambda ctx, op, cts, needed: [_back_to(ctx, op, cts[0])]),
-    _shape_op("transpose", {"perm": "ints"}, _perm_shape, lambda xp, x, perm: xp.permute_dims(x, tuple(perm)),
-              lambda ctx, op, cts, needed: [ctx.transpose(cts[0], perm=_inverse(op.attrs["perm"]))]),
+    _shape_op(
+        "reshape",
+        {"shape": "ints"},
+        _reshape_shape,
+        lambda xp, x, shape: xp.reshape(x, tuple(shape)),
+        lambda ctx, op, cts, needed: [_back_to(ctx, op, cts[0])],
+    ),
+    _shape_op(
+        "transpose",
+        {"perm": "ints"},
+        _perm_shape,
+        lambda xp, x, perm: xp.permute_dims(x, tuple(perm)),
+        lambda ctx, op, cts, needed: [ctx.transpose(cts[0], perm=_inverse(op.attrs["perm"]))],
+    ),
     _shape_op("slice", {"axes": "ints", "starts": "ints", "ends": "ints"}, _slice_shape, _slice_kernel, _slice_vjp),
     _shape_op("pad", {"low": "ints", "high": "ints"}, _pad_shape, _pad_kernel, _pad_vjp),
-    _shape_op("expand", {"shape": "ints"}, _expand_shape, lambda xp, x, shape: xp.broadcast_to(x, tuple(shape)),
-              lambda ctx, op, cts, needed: [ctx.unbroadcast(cts[0], op.operands[0])]),
-    _shape_op("squeeze", {"axes": "ints"}, _squeeze_shape,
-              lambda xp, x, axes: xp.squeeze(x, axis=tuple(a % x.ndim for a in axes)),
-              lambda ctx, op, cts, needed: [_back_to(ctx, op, cts[0])]),
-    _shape_op("unsqueeze", {"axes": "ints"}, _unsqueeze_shape,
-              lambda xp, x, axes: xp.reshape(x, tuple(_unsqueeze_shape(TensorType(tuple(x.shape)), {"axes": axes}))),
-              lambda ctx, op, cts, needed: [_back_to(ctx, op, cts[0])]),
+    _shape_op(
+        "expand",
+        {"shape": "ints"},
+        _expand_shape,
+        lambda xp, x, shape: xp.broadcast_to(x, tuple(shape)),
+        lambda ctx, op, cts, needed: [ctx.unbroadcast(cts[0], op.operands[0])],
+    ),
+    _shape_op(
+        "squeeze",
+        {"axes": "ints"},
+        _squeeze_shape,
+        lambda xp, x, axes: xp.squeeze(x, axis=tuple(a % x.ndim for a in axes)),
+        lambda ctx, op, cts, needed: [_back_to(ctx, op, cts[0])],
+    ),
+    _shape_op(
+        "unsqueeze",
+        {"axes": "ints"},
+        _unsqueeze_shape,
+        lambda xp, x, axes: xp.reshape(x, tuple(_unsqueeze_shape(TensorType(tuple(x.shape)), {"axes": axes}))),
+        lambda ctx, op, cts, needed: [_back_to(ctx, op, cts[0])],
+    ),
 )
 
 
@@ -250,18 +295,51 @@ def _where_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) ->
 
 
 register(
-    OpDef("full", _full_infer, lambda xp, shape, value, dtype: xp.full(tuple(shape), value, dtype=xp_dtype(xp, dtype)),
-          None, nargs=0, attrs={"shape": "ints", "value": "float", "dtype": "dtype"}, defaults={"dtype": "f64"},
-          family="creation"),
-    OpDef("full_like", lambda types, a, blocks: [tensor(types[0])], lambda xp, x, value: xp.full_like(x, value),
-          None, attrs={"value": "float"}, differentiable=(), family="creation"),
-    OpDef("cast", lambda types, a, blocks: [TensorType(tensor(types[0]).shape, _dtype_attr(a))],
-          lambda xp, x, dtype: xp.astype(x, xp_dtype(xp, dtype)), _cast_vjp, attrs={"dtype": "dtype"},
-          view=True, family="misc"),
-    OpDef("assign", lambda types, a, blocks: [tensor(types[0])], lambda xp, x: x,
-          lambda ctx, op, cts, needed: [cts[0]], view=True, family="misc"),
-    OpDef("where", _where_infer, lambda xp, c, x, y: xp.where(c, x, y), _where_vjp, nargs=3,
-          differentiable=(1, 2), family="misc"),
+    OpDef(
+        "full",
+        _full_infer,
+        lambda xp, shape, value, dtype: xp.full(tuple(shape), value, dtype=xp_dtype(xp, dtype)),
+        None,
+        nargs=0,
+        attrs={"shape": "ints", "value": "float", "dtype": "dtype"},
+        defaults={"dtype": "f64"},
+        family="creation",
+    ),
+    OpDef(
+        "full_like",
+        lambda types, a, blocks: [tensor(types[0])],
+        lambda xp, x, value: xp.full_like(x, value),
+        None,
+        attrs={"value": "float"},
+        differentiable=(),
+        family="creation",
+    ),
+    OpDef(
+        "cast",
+        lambda types, a, blocks: [TensorType(tensor(types[0]).shape, _dtype_attr(a))],
+        lambda xp, x, dtype: xp.astype(x, xp_dtype(xp, dtype)),
+        _cast_vjp,
+        attrs={"dtype": "dtype"},
+        view=True,
+        family="misc",
+    ),
+    OpDef(
+        "assign",
+        lambda types, a, blocks: [tensor(types[0])],
+        lambda xp, x: x,
+        lambda ctx, op, cts, needed: [cts[0]],
+        view=True,
+        family="misc",
+    ),
+    OpDef(
+        "where",
+        _where_infer,
+        lambda xp, c, x, y: xp.where(c, x, y),
+        _where_vjp,
+        nargs=3,
+        differentiable=(1, 2),
+        family="misc",
+    ),
 )
 
 
@@ -281,5 +359,8 @@ for _name, _fn in {
     "greater_than": lambda xp, a, b: a > b,
     "greater_equal": lambda xp, a, b: a >= b,
 }.items():
-    register(OpDef(_name, _compare_infer, _fn, None, nargs=2, forward_only=True,
-                   kink=lambda xp, a, b: a - b, family="compare"))
+    register(
+        OpDef(
+            _name, _compare_infer, _fn, None, nargs=2, forward_only=True, kink=lambda xp, a, b: a - b, family="compare"
+        )
+    )

@@ -32,8 +32,10 @@ def _concat_infer(types: Sequence[Type], a: A, blocks: Sequence[Any]) -> list[Ty
     first = v.elems[0]
     (ax,) = norm_axes([a["axis"]], first.rank)
     for e in v.elems:
-        if e.dtype != first.dtype or e.rank != first.rank or any(
-            d != f for i, (d, f) in enumerate(zip(e.shape, first.shape)) if i != ax
+        if (
+            e.dtype != first.dtype
+            or e.rank != first.rank
+            or any(d != f for i, (d, f) in enumerate(zip(e.shape, first.shape)) if i != ax)
         ):
             raise TypeRuleError(f"cannot concat {e} with {first} on axis {ax}")
     shape = list(first.shape)
@@ -47,7 +49,7 @@ def _sections_infer(types: Sequence[Type], a: A, blocks: Sequence[Any]) -> list[
     sections = list(a["sections"])
     if sum(sections) != x.shape[ax] or min(sections, default=0) <= 0:
         raise TypeRuleError(f"sections {sections} do not partition axis {ax} of {x}")
-    return [VectorType(tuple(TensorType(x.shape[:ax] + (s,) + x.shape[ax + 1:], x.dtype) for s in sections))]
+    return [VectorType(tuple(TensorType(x.shape[:ax] + (s,) + x.shape[ax + 1 :], x.dtype) for s in sections))]
 
 
 def _same_elems(v: VectorType) -> TensorType:
@@ -65,7 +67,7 @@ def _stack_infer(types: Sequence[Type], a: A, blocks: Sequence[Any]) -> list[Typ
 def _unbind_infer(types: Sequence[Type], a: A, blocks: Sequence[Any]) -> list[Type]:
     x = tensor(types[0])
     (ax,) = norm_axes([a["axis"]], x.rank)
-    e = TensorType(x.shape[:ax] + x.shape[ax + 1:], x.dtype)
+    e = TensorType(x.shape[:ax] + x.shape[ax + 1 :], x.dtype)
     return [VectorType((e,) * x.shape[ax])]
 
 
@@ -90,26 +92,73 @@ def _unbind_kernel(xp: Any, x: Any, axis: int) -> Any:
 
 
 register(
-    OpDef("combine", _combine_infer, lambda xp, *xs: tuple(xs),
-          lambda ctx, op, cts, needed: ctx.split_vector(cts[0]), nargs=None, view=True, family="vector"),
-    OpDef("split", lambda types, a, blocks: list(_vector(types[0]).elems), _split_kernel,
-          lambda ctx, op, cts, needed: [ctx.combine_vector(cts, op.results)], view=True, multi=True,
-          family="vector"),
-    OpDef("concat", _concat_infer, lambda xp, v, axis: xp.concat(list(v), axis=axis),
-          lambda ctx, op, cts, needed: [ctx.split_with_sections(
-              cts[0], sections=[e.shape[op.attrs["axis"] % e.rank] for e in op.operands[0].type.elems],
-              axis=op.attrs["axis"])],
-          attrs={"axis": "int"}, defaults={"axis": 0}, family="vector"),
-    OpDef("split_with_sections", _sections_infer, _sections_kernel,
-          lambda ctx, op, cts, needed: [ctx.concat(cts[0], axis=op.attrs["axis"])],
-          attrs={"sections": "ints", "axis": "int"}, defaults={"axis": 0}, view=True, family="vector"),
-    OpDef("stack", _stack_infer, lambda xp, v, axis: xp.stack(list(v), axis=axis),
-          lambda ctx, op, cts, needed: [ctx.unbind(cts[0], axis=op.attrs["axis"])],
-          attrs={"axis": "int"}, defaults={"axis": 0}, family="vector"),
-    OpDef("unbind", _unbind_infer, _unbind_kernel,
-          lambda ctx, op, cts, needed: [ctx.stack(cts[0], axis=op.attrs["axis"])],
-          attrs={"axis": "int"}, defaults={"axis": 0}, view=True, family="vector"),
-    OpDef("add_n", lambda types, a, blocks: [_same_elems(_vector(types[0]))], lambda xp, v: sum(v[1:], v[0]),
-          lambda ctx, op, cts, needed: [ctx.combine(*[cts[0]] * len(op.operands[0].type.elems))],
-          family="vector"),
+    OpDef(
+        "combine",
+        _combine_infer,
+        lambda xp, *xs: tuple(xs),
+        lambda ctx, op, cts, needed: ctx.split_vector(cts[0]),
+        nargs=None,
+        view=True,
+        family="vector",
+    ),
+    OpDef(
+        "split",
+        lambda types, a, blocks: list(_vector(types[0]).elems),
+        _split_kernel,
+        lambda ctx, op, cts, needed: [ctx.combine_vector(cts, op.results)],
+        view=True,
+        multi=True,
+        family="vector",
+    ),
+    OpDef(
+        "concat",
+        _concat_infer,
+        lambda xp, v, axis: xp.concat(list(v), axis=axis),
+        lambda ctx, op, cts, needed: [
+            ctx.split_with_sections(
+                cts[0],
+                sections=[e.shape[op.attrs["axis"] % e.rank] for e in op.operands[0].type.elems],
+                axis=op.attrs["axis"],
+            )
+        ],
+        attrs={"axis": "int"},
+        defaults={"axis": 0},
+        family="vector",
+    ),
+    OpDef(
+        "split_with_sections",
+        _sections_infer,
+        _sections_kernel,
+        lambda ctx, op, cts, needed: [ctx.concat(cts[0], axis=op.attrs["axis"])],
+        attrs={"sections": "ints", "axis": "int"},
+        defaults={"axis": 0},
+        view=True,
+        family="vector",
+    ),
+    OpDef(
+        "stack",
+        _stack_infer,
+        lambda xp, v, axis: xp.stack(list(v), axis=axis),
+        lambda ctx, op, cts, needed: [ctx.unbind(cts[0], axis=op.attrs["axis"])],
+        attrs={"axis": "int"},
+        defaults={"axis": 0},
+        family="vector",
+    ),
+    OpDef(
+        "unbind",
+        _unbind_infer,
+        _unbind_kernel,
+        lambda ctx, op, cts, needed: [ctx.stack(cts[0], axis=op.attrs["axis"])],
+        attrs={"axis": "int"},
+        defaults={"axis": 0},
+        view=True,
+        family="vector",
+    ),
+    OpDef(
+        "add_n",
+        lambda types, a, blocks: [_same_elems(_vector(types[0]))],
+        lambda xp, v: sum(v[1:], v[0]),
+        lambda ctx, op, cts, needed: [ctx.combine(*[cts[0]] * len(op.operands[0].type.elems))],
+        family="vector",
+    ),
 )
