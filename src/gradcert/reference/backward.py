@@ -33,6 +33,14 @@ from .ops import OPS
 from .types import StackType, TensorType, Type, VectorType, is_differentiable
 
 
+class Parts(list[Any]):
+    """A vector's cotangent not built into one value: one cotangent per element, None for zero."""
+
+    def __init__(self, items: Sequence[Value | None], type: VectorType) -> None:
+        super().__init__(items)
+        self.type = type
+
+
 class BackwardError(Exception):
     """The backward cannot be built: a bad request, or a VJP rule that broke its contract."""
 
@@ -62,7 +70,7 @@ class _Ctx:
     def __init__(self, shared: _Shared, fwd: Block, bwd: Block, parent: _Ctx | None) -> None:
         self.shared, self.fwd, self.block, self.parent = shared, fwd, bwd, parent
         self.b = Builder(bwd)
-        self.env: dict[Value, list[Value]] = {}
+        self.env: dict[Value, list[Value | Parts]] = {}
         self.saved: dict[Value, Value] = {}  # forward value of self.fwd -> its popped stand-in
 
     # --- emitting ------------------------------------------------------------------------------
@@ -85,21 +93,25 @@ class _Ctx:
 
     def add(self, a: Value, b: Value) -> Value:
         if isinstance(a.type, VectorType):
-            return self.b.one("combine", *(self.add(x, y) for x, y in zip(self.split_vector(a), self.split_vector(b))))
+            xs, ys = self.b.op("split", [a]).results, self.b.op("split", [b]).results
+            return self.b.one("combine", *(self.add(x, y) for x, y in zip(xs, ys)))
         return self.b.one("add", a, b)
 
-    def split_vector(self, v: Value) -> list[Value]:
-        # split(combine(xs)) is xs: cotangent vectors are mostly built by a combine just made
-        made = v.op
-        if made is not None and made.name == "combine" and made.parent is self.block and made.origin is not None:
-            parts = list(made.operands)
-            if not v.uses:
-                self.block.remove(made)
-            return parts
-        return self.b.op("split", [v]).results
+    # A vector's cotangent is kept as its parts (`Parts`, None for a zero part) until something
+    # needs it as one value; `combine`'s VJP takes the parts back without ever building it.
+    def parts(self, cts: Sequence[Value | None], type: Type) -> Parts:
+        assert isinstance(type, VectorType)
+        return Parts(cts, type)
 
-    def combine_vector(self, cts: Sequence[Value | None], like: Sequence[Value]) -> Value:
-        return self.b.one("combine", *(c if c is not None else self.zeros(r.type) for c, r in zip(cts, like)))
+    def split_vector(self, v: Value | Parts) -> list[Value | None]:
+        if isinstance(v, Parts):
+            return list(v)
+        return list(self.b.op("split", [v]).results)
+
+    def materialize(self, ct: Value | Parts | None) -> Value | None:
+        if not isinstance(ct, Parts):
+            return ct
+        return self.b.one("combine", *(c if c is not None else self.zeros(t) for c, t in zip(ct, ct.type.elems)))
 
     def unbroadcast(self, ct: Value, operand: Value) -> Value:
         """Sum `ct` over the axes that broadcasting added to `operand`'s shape."""
@@ -113,21 +125,37 @@ class _Ctx:
         return out if out.type == operand.type else self.b.one("reshape", out, shape=list(to))
 
     # --- cotangent environment: accumulate on write, sum on read ---------------------------------
-    def accumulate(self, v: Value, ct: Value) -> None:
+    def accumulate(self, v: Value, ct: Value | Parts) -> None:
         if ct.type != v.type:
             raise BackwardError(f"cotangent of type {ct.type} for a value of type {v.type}")
         self.env.setdefault(v, []).append(ct)
 
-    def take(self, v: Value) -> Value | None:
-        cs = self.env.pop(v, None)
+    def take(self, v: Value) -> Value | Parts | None:
+        return self._total(v.type, self.env.pop(v, None))
+
+    def total(self, contributions: Sequence[Value | Parts] | None) -> Value | None:
+        """The sum of a region result's cotangent contributions, as one value (None: zero)."""
+        if not contributions:
+            return None
+        return self.materialize(self._total(contributions[0].type, contributions))
+
+    def _total(self, t: Type, cs: Sequence[Value | Parts] | None) -> Value | Parts | None:
         if not cs:
             return None
         if len(cs) == 1:
             return cs[0]
-        if len(cs) == 2 or isinstance(v.type, VectorType):
-            acc = cs[0]
+        ps = [c for c in cs if isinstance(c, Parts)]
+        if len(ps) == len(cs):
+            assert isinstance(t, VectorType)
+            return Parts([self._sum([p[i] for p in ps if p[i] is not None]) for i in range(len(t.elems))], t)
+        vs = [self.materialize(c) for c in cs]
+        return self._sum([c for c in vs if c is not None])
+
+    def _sum(self, cs: list[Value]) -> Value | None:
+        if len(cs) <= 2 or isinstance(cs[0].type, VectorType):
+            acc = cs[0] if cs else None
             for c in cs[1:]:
-                acc = self.add(acc, c)
+                acc = self.add(acc, c)  # type: ignore[arg-type]
             return acc
         return self.b.one("add_n", self.b.one("combine", *cs))
 
@@ -166,15 +194,23 @@ class _Ctx:
     def run_block(self, block: Block) -> None:
         for op in list(reversed(block.ops)):
             d = OPS[op.name]
-            self.b.origin = op  # also for the sums that reading the cotangents emits
-            cts = [self.take(r) for r in op.results]
-            if all(c is None for c in cts) and not self._effect_active(op):
+            if not any(r in self.env for r in op.results) and not self._effect_active(op):
                 continue
             inputs = op.operands + (op.captures() if op.blocks else [])
             n = len(op.operands)
             needed = [self._needed(v, i >= n or d.is_differentiable_operand(i)) for i, v in enumerate(inputs)]
-            if not any(needed):
+            if not any(needed):  # pruned: no input of this op is on a path from the inputs
+                for r in op.results:
+                    self.env.pop(r, None)
                 continue
+            self.b.origin = op  # also for the sums that reading the cotangents emits
+            cts: list[Any]
+            if op.blocks:  # a region's VJP sums what it uses, where it uses it (`total`)
+                cts = [self.env.pop(r, None) for r in op.results]
+            else:
+                cts = [self.take(r) for r in op.results]
+                if d.structural != "pack":
+                    cts = [self.materialize(c) for c in cts]
             if d.vjp is None:
                 raise BackwardError(f"op '{op.name}' has no VJP rule")
             got = d.vjp(self, op, cts, needed)
@@ -184,15 +220,19 @@ class _Ctx:
                 if need and ct is not None and is_differentiable(v.type):
                     self.accumulate(v, ct)
 
-    def backprop(self, seeds: Iterable[tuple[Value, Value | None]], wanted: Sequence[Value]) -> list[Value | None]:
-        """Seed cotangents, run the backward of this context's block, take those of `wanted`."""
-        for v, ct in seeds:
-            if ct is not None and is_differentiable(v.type) and v not in self.shared.blocked:
-                self.accumulate(v, ct)
+    def backprop(
+        self, seeds: Iterable[tuple[Value, Sequence[Value | Parts] | None]], wanted: Sequence[Value]
+    ) -> list[Value | None]:
+        """Seed cotangent contributions, run the backward of this context's block, take those of
+        `wanted`."""
+        for v, cs in seeds:
+            if cs and is_differentiable(v.type) and v not in self.shared.blocked:
+                for ct in cs:
+                    self.accumulate(v, ct)
         self.run_block(self.fwd)
         # the sums of what many uses contributed come from the region op (at the top: none)
         self.b.origin = self.fwd.parent
-        return [self.take(w) for w in wanted]
+        return [self.materialize(self.take(w)) for w in wanted]
 
     # --- saving forward values -----------------------------------------------------------------
     def primal(self, v: Value) -> Value:
@@ -213,7 +253,8 @@ class _Ctx:
         for u in list(v.uses):
             k = OPS[u.name].inplace_of
             if k is not None and u.operands[k] is v and u.parent is not None:
-                copies[v] = Builder(u.parent, u.parent.ops.index(u), origin=u).assign(v)
+                # the copy belongs to the op whose VJP reads `v`, not to the op overwriting it
+                copies[v] = Builder(u.parent, u.parent.ops.index(u), origin=self.b.origin).one("assign", v)
                 return copies[v]
         return v
 
@@ -362,7 +403,7 @@ def _grad(
             g = root.b.one("full_like", y, value=1.0)
         seeds.append((y, g))
     wanted = list(dict.fromkeys(inputs))
-    got = dict(zip(wanted, root.backprop(seeds, wanted)))
+    got = dict(zip(wanted, root.backprop([(y, [g]) for y, g in seeds], wanted)))
     grads = [None if v in blocked else got[v] for v in inputs]
     return Gradients(program, grads, set(program.walk()) - before, list(outputs), list(inputs), set(no_grad or ()))
 

@@ -126,6 +126,8 @@ class Interpreter:
                     side = to_numpy(self.xp.sign(d.kink(self.xp, *args)))
                     self.trace.append((op, side.tobytes()))
                 out = d.kernel(self.xp, *args, **op.attrs)
+                if not d.multi and not isinstance(out, (tuple, list)):
+                    out = self.xp.asarray(out)  # NumPy reductions return scalars, not 0-d arrays
         except InterpreterError:
             raise
         except Exception as e:  # a kernel failing on valid input is our bug: say where

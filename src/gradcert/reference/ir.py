@@ -126,14 +126,6 @@ class Block:
     def append(self, op: Operation) -> Operation:
         return self.insert(len(self.ops), op)
 
-    def remove(self, op: Operation) -> None:
-        """Take out an op whose results have no uses."""
-        assert all(not r.uses for r in op.results), "removing an op whose results are used"
-        self.ops.remove(op)
-        op.parent = None
-        for v in op.operands:
-            v.uses.remove(op)
-
     def walk(self) -> Iterator[Operation]:
         for op in self.ops:
             yield from op.walk()

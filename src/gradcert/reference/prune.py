@@ -18,6 +18,7 @@ class _Reach:
     def __init__(self, seeds: Iterable[Value], blocked: set[Value]) -> None:
         self.blocked = blocked
         self.set: set[Value] = set()
+        self.parts: dict[Value, set[int]] = {}  # a packed vector: which of its elements are reached
         for v in seeds:
             self.mark(v)
 
@@ -42,6 +43,16 @@ class _Reach:
             for r, m in zip(op.results, out):
                 if m:
                     self.mark(r)
+            return
+        if d.structural == "pack":
+            hit = {i for i, v in enumerate(op.operands) if v in self.set}
+            if hit:
+                self.mark(op.results[0])
+                self.parts[op.results[0]] = hit
+            return
+        if d.structural == "unpack" and op.operands[0] in self.parts:
+            for i in self.parts[op.operands[0]]:
+                self.mark(op.results[i])
             return
         if any(v in self.set for i, v in enumerate(op.operands) if d.is_differentiable_operand(i)):
             for i in d.writes:

@@ -44,6 +44,9 @@ class OpDef:
     view: bool = False  # kernel may alias an operand's buffer: the interpreter copies
     effects: bool = False  # has side effects: never dead, even with unused results
     multi: bool = False  # the kernel returns a tuple, one entry per result
+    # "pack": result element i is operand i (combine); "unpack": result i is element i (split).
+    # Pruning follows vector elements one by one through these.
+    structural: str = ""
     family: str = ""
 
     def is_differentiable_operand(self, i: int) -> bool:

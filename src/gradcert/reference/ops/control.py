@@ -3,8 +3,9 @@
     if(c: bool[]) {then: () -> (T...)} {else: () -> (T...)} -> (T...)
     while(x: T...) {cond(a: T...) -> (bool[])} {body(a: T...) -> (T...)} -> (T...)
 
-Blocks read values of enclosing blocks directly ("captures"). A region op's VJP returns one
-cotangent per operand and then one per captured value.
+Blocks read values of enclosing blocks directly ("captures"). A region op's VJP receives, per
+result, the list of its cotangent contributions (None: zero) and sums only what it uses; it
+returns one cotangent per operand and then one per captured value.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def _carried(ctx: Any, op: Any, cts: Sequence[Any]) -> list[int]:
     for j in live:
         reached = ctx.depends(body, [body.args[j]])
         deps[j] = [v in reached for v in term.operands]
-        if cts[j] is not None or any(v in reached for v in sinks):
+        if cts[j] or any(v in reached for v in sinks):
             on.add(j)
     grew = True
     while grew:
@@ -150,7 +151,7 @@ def _while_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) ->
     sub = ctx.region(body)
     gs = [sub.add_arg(op.results[j].type) for j in carried]
     got = sub.backprop(
-        [(body.terminator.operands[j], g) for j, g in zip(carried, gs)],
+        [(body.terminator.operands[j], [g]) for j, g in zip(carried, gs)],
         [body.args[j] for j in carried] + wanted,
     )
     got_args, got_caps = got[: len(carried)], got[len(carried) :]
@@ -164,7 +165,8 @@ def _while_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) ->
         count_trips=True,
     )
     cond = ctx.new_block("cond", [v.type for v in sub.block.args], lambda b, *args: [b.has_elements(ctx.primal(stack))])
-    inits = [cts[j] if cts[j] is not None else ctx.zeros(op.results[j].type) for j in carried]
+    totals = [ctx.total(cts[j]) for j in carried]
+    inits = [t if t is not None else ctx.zeros(op.results[j].type) for j, t in zip(carried, totals)]
     inits += [ctx.zeros(wanted[k].type) for k in kept]
     results = ctx.emit_region("while", inits, [cond, sub.block])
     out: list[Any] = [None] * (n + len(caps))

@@ -99,15 +99,17 @@ register(
         lambda ctx, op, cts, needed: ctx.split_vector(cts[0]),
         nargs=None,
         view=True,
+        structural="pack",
         family="vector",
     ),
     OpDef(
         "split",
         lambda types, a, blocks: list(_vector(types[0]).elems),
         _split_kernel,
-        lambda ctx, op, cts, needed: [ctx.combine_vector(cts, op.results)],
+        lambda ctx, op, cts, needed: [ctx.parts(cts, op.operands[0].type)],
         view=True,
         multi=True,
+        structural="unpack",
         family="vector",
     ),
     OpDef(
@@ -158,7 +160,7 @@ register(
         "add_n",
         lambda types, a, blocks: [_same_elems(_vector(types[0]))],
         lambda xp, v: sum(v[1:], v[0]),
-        lambda ctx, op, cts, needed: [ctx.combine(*[cts[0]] * len(op.operands[0].type.elems))],
+        lambda ctx, op, cts, needed: [ctx.parts([cts[0]] * len(op.operands[0].type.elems), op.operands[0].type)],
         family="vector",
     ),
 )

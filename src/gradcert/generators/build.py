@@ -1,0 +1,452 @@
+"""Drawing valid programs by construction.
+
+One construction, fed by a `Chooser`: hypothesis (recorded choices that shrink) or a seeded
+generator (the fast path). Validity is built in, never filtered for:
+
+- types check: partners of a binary op are drawn among values whose shapes broadcast;
+- domains: an operand that an op's domain facts exclude goes through an adapter,
+  `scale(sigmoid(v))` mapped into the domain's middle;
+- magnitude: values are kept within |v| <= BOUND (a value that would leave it is squashed by tanh),
+  so exp, products and sums stay finite and so do the gradients;
+- kinks (`abs`, `relu`, `maximum`/`minimum`, comparisons): at the top level and in branches every
+  value is computed as it is drawn, and a kink op is chosen only where every element keeps a
+  distance >= MARGIN from its kink; `if` predicates keep the same margin;
+- loop bodies are built on bounds rather than values (a trip's values are unknown while the body is
+  drawn): they use kink-free ops with a known bound and end each carried value with a squashing op;
+  predicates inside loops test the integer trip counter; trip counts are constants in 0..3;
+- in-place ops consume only a value of their own block, which then leaves the pool: it has no
+  later use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..reference.builder import Builder, ProgramBuilder
+from ..reference.interpreter import Interpreter
+from ..reference.ir import Block, Operation, Value
+from ..reference.ops import OPS
+from ..reference.types import TensorType, is_differentiable
+from .case import Case
+from .choices import Chooser
+from .features import Features
+
+BOUND = 6.0
+MARGIN = 0.05  # >> the finite-difference step (1e-3): no kink or branch flips under perturbation
+SHAPES: list[tuple[int, ...]] = [(3,), (), (2, 3), (2, 1), (3, 2), (1, 3)]
+SQUASH = ["tanh", "sin", "sigmoid"]
+UNARY = ["tanh", "sin", "cos", "exp", "sigmoid", "square", "neg", "scale", "log", "sqrt", "reciprocal", "abs", "relu"]
+BINARY = ["add", "multiply", "subtract", "divide", "maximum", "minimum", "pow"]
+# a bound on |result| from bounds on the operands, for ops allowed in loop bodies
+BODY_BOUND: dict[str, Callable[[list[float], dict[str, Any]], float]] = {
+    "tanh": lambda a, attrs: 1.0,
+    "sin": lambda a, attrs: 1.0,
+    "cos": lambda a, attrs: 1.0,
+    "sigmoid": lambda a, attrs: 1.0,
+    "neg": lambda a, attrs: a[0],
+    "square": lambda a, attrs: a[0] ** 2,
+    "exp": lambda a, attrs: float(np.exp(a[0])),
+    "log": lambda a, attrs: 1.2,
+    "sqrt": lambda a, attrs: 1.8,
+    "reciprocal": lambda a, attrs: 3.4,
+    "scale": lambda a, attrs: abs(attrs["scale"]) * a[0] + abs(attrs["bias"]),
+    "add": lambda a, attrs: a[0] + a[1],
+    "subtract": lambda a, attrs: a[0] + a[1],
+    "multiply": lambda a, attrs: a[0] * a[1],
+    "divide": lambda a, attrs: a[0] / 0.3,
+    "pow": lambda a, attrs: 2.5**2.5,
+}
+
+
+@dataclass
+class _Scope:
+    b: Builder
+    pool: list[Value]  # values usable here, newest last
+    local: set[Value]  # defined in this block: the only ones an in-place op may consume
+    concrete: bool  # values are computed as they are drawn (top level, branches)
+    depth: int
+    counter: Value | None = None  # the trip counter, in a loop body
+    consts: dict[tuple[float, str], Value] = field(default_factory=dict)
+
+
+class Generator:
+    def __init__(self, ch: Chooser, features: Features) -> None:
+        self.ch, self.f = ch, features
+        self.on = self._switches()
+        self.it = Interpreter(record=False)
+        self.bound: dict[Value, float] = {}
+
+    def _switches(self) -> set[str]:
+        """Swarm testing: each enabled feature is on in this draw with probability 3/4."""
+        if not self.f.swarm:
+            return set(self.f.enabled)
+        on = {name for name in sorted(self.f.enabled - self.f.required) if not self.ch.flag(0.25)}
+        return on | set(self.f.required)
+
+    # --- values --------------------------------------------------------------------------------
+    def floats(self, s: _Scope) -> list[Value]:
+        return [v for v in s.pool if is_differentiable(v.type) and isinstance(v.type, TensorType)]
+
+    def pick(self, s: _Scope, among: Sequence[Value] | None = None) -> Value:
+        cands = list(among if among is not None else self.floats(s))
+        if "fanout" not in self.on:
+            fresh = [v for v in cands if not v.uses]
+            cands = fresh or cands
+        return self.ch.choice(cands[::-1])  # newest first: shrinks towards the latest value
+
+    def emit(self, s: _Scope, name: str, operands: Sequence[Value], **attrs: object) -> list[Value]:
+        op = s.b.op(name, operands, attrs)
+        d = OPS[name]
+        if d.inplace_of is not None:
+            consumed = operands[d.inplace_of]
+            s.pool.remove(consumed)
+        if s.concrete:
+            self.it.step(op)
+            for r in op.results:
+                self.bound[r] = _magnitude(self.it.env[r])
+        else:
+            rule = BODY_BOUND.get(d.base or name)
+            b = rule([self.bound.get(v, 1.0) for v in operands], op.attrs) if rule else 1.0
+            for r in op.results:
+                self.bound[r] = b
+        s.pool.extend(r for r in op.results)
+        s.local.update(op.results)
+        return op.results
+
+    def one(self, s: _Scope, name: str, *operands: Value, **attrs: object) -> Value:
+        (r,) = self.emit(s, name, operands, **attrs)
+        if is_differentiable(r.type) and self.bound[r] > BOUND:
+            s.pool.remove(r)
+            (r,) = self.emit(s, "tanh", [r])
+        return r
+
+    def const(self, s: _Scope, value: float, dtype: str = "i64") -> Value:
+        key = (value, dtype)
+        if key not in s.consts:
+            s.consts[key] = self.emit(s, "full", [], shape=[], value=float(value), dtype=dtype)[0]
+            s.pool.remove(s.consts[key])  # a constant is not a value to differentiate
+        return s.consts[key]
+
+    def adapt(self, s: _Scope, v: Value, domain: tuple[float, float]) -> Value:
+        """`v` moved into the middle of `domain`, unless its computed values already lie there."""
+        lo, hi = domain
+        if s.concrete:
+            x = self.it.env[v]
+            if np.all(x > lo + MARGIN) and np.all(x < hi - MARGIN):
+                return v
+        w = hi - lo
+        return self.one(s, "scale", self.one(s, "sigmoid", v), scale=0.6 * w, bias=lo + 0.2 * w)
+
+    def kink_ok(self, s: _Scope, name: str, args: Sequence[Value]) -> bool:
+        kink = OPS[name].kink
+        if kink is None:
+            return True
+        if not s.concrete:
+            return False
+        d = kink(np, *(self.it.env[v] for v in args))
+        return bool(np.all(np.abs(d) >= MARGIN))
+
+    # --- steps: one family each ---------------------------------------------------------------
+    def step(self, s: _Scope) -> None:
+        menu = [
+            k
+            for k in ("unary", "binary", "reduction", "shape", "matmul", "vector", "misc", "if", "while")
+            if k in self.on and (k not in ("if", "while") or s.depth < self.f.max_depth) and (k != "misc" or s.concrete)
+        ]
+        if not menu or not self.floats(s):
+            return
+        kind = self.ch.choice(menu)
+        self.ch.note(f"step: {kind}")
+        getattr(self, "step_" + kind)(s)
+
+    def step_unary(self, s: _Scope) -> None:
+        v = self.pick(s)
+        menu = [
+            n
+            for n in UNARY
+            if self.kink_ok(s, n, [v])
+            and (n != "exp" or self.bound[v] <= 2.5)
+            and (n != "square" or self.bound[v] <= 2.4)
+        ]
+        name = self.ch.choice(menu)
+        dom = OPS[name].domain[0] if OPS[name].domain else None
+        if dom is not None:
+            v = self.adapt(s, v, dom)
+        attrs = (
+            {"scale": self.ch.choice([2.0, -0.5, 1.5]), "bias": self.ch.choice([0.0, 0.5])} if name == "scale" else {}
+        )
+        if "inplace" in self.on and v in s.local and name + "_" in OPS and self.ch.flag(0.5):
+            self.one(s, name + "_", v, **attrs)
+        else:
+            self.one(s, name, v, **attrs)
+
+    def partner(self, s: _Scope, v: Value) -> Value:
+        t = v.type
+        assert isinstance(t, TensorType)
+        ok = [w for w in self.floats(s) if _broadcasts(t.shape, w.type.shape)]  # type: ignore[union-attr]
+        return self.pick(s, ok)
+
+    def step_binary(self, s: _Scope) -> None:
+        a = self.pick(s)
+        b = self.partner(s, a)
+        menu = [n for n in BINARY if self.kink_ok(s, n, [a, b])]
+        name = self.ch.choice(menu)
+        dom = OPS[name].domain
+        if dom and dom[0] is not None:
+            a = self.adapt(s, a, dom[0])
+        if dom and dom[1] is not None:
+            b = self.adapt(s, b, dom[1])
+        out = _broadcast(a.type.shape, b.type.shape)  # type: ignore[union-attr]
+        if (
+            "inplace" in self.on
+            and a in s.local
+            and a is not b
+            and out == a.type.shape  # type: ignore[union-attr]
+            and name + "_" in OPS
+            and self.ch.flag(0.5)
+        ):
+            self.one(s, name + "_", a, b)
+        else:
+            self.one(s, name, a, b)
+
+    def step_reduction(self, s: _Scope) -> None:
+        v = self.pick(s)
+        rank = v.type.rank  # type: ignore[union-attr]
+        axes = [a for a in range(rank) if self.ch.flag(0.5)]
+        self.one(s, self.ch.choice(["sum", "mean"]), v, axes=axes, keepdim=self.ch.flag(0.5))
+
+    def step_shape(self, s: _Scope) -> None:
+        v = self.pick(s)
+        shape = v.type.shape  # type: ignore[union-attr]
+        menu = ["unsqueeze", "reshape"]
+        if len(shape) == 2:
+            menu.append("transpose")
+        if any(d >= 2 for d in shape):
+            menu += ["slice", "pad"]
+        if 1 in shape:
+            menu += ["squeeze", "expand"]
+        if len(shape) < 2:
+            menu.append("expand")
+        name = self.ch.choice(menu)
+        if name == "unsqueeze":
+            self.one(s, name, v, axes=[self.ch.integer(0, len(shape))] if len(shape) < 3 else [0])
+        elif name == "reshape":
+            n = int(np.prod(shape)) if shape else 1
+            self.one(s, name, v, shape=self.ch.choice([[n], [1, n], [n, 1]]))
+        elif name == "transpose":
+            self.one(s, name, v, perm=[1, 0])
+        elif name in ("slice", "pad"):
+            ax = self.ch.choice([i for i, d in enumerate(shape) if d >= 2])
+            if name == "slice":
+                start = self.ch.integer(0, shape[ax] - 1)
+                self.one(s, name, v, axes=[ax], starts=[start], ends=[self.ch.integer(start + 1, shape[ax])])
+            else:
+                low = [0] * len(shape)
+                low[ax] = 1
+                self.one(s, name, v, low=low, high=[0] * len(shape))
+        elif name == "squeeze":
+            self.one(s, name, v, axes=[shape.index(1)])
+        else:  # expand
+            new = [2 if d == 1 else d for d in shape] if 1 in shape else [2, *shape]
+            self.one(s, name, v, shape=new)
+
+    def step_matmul(self, s: _Scope) -> None:
+        mats = [v for v in self.floats(s) if v.type.rank == 2]  # type: ignore[union-attr]
+        if not mats:
+            return self.step_shape(s)
+        a = self.pick(s, mats)
+        k = a.type.shape[1]  # type: ignore[union-attr]
+        partners = [v for v in mats if v.type.shape[0] == k]  # type: ignore[union-attr]
+        b = self.pick(s, partners) if partners and self.ch.flag(0.5) else self.one(s, "transpose", a, perm=[1, 0])
+        self.one(s, "matmul", a, b)
+
+    def step_vector(self, s: _Scope) -> None:
+        v = self.pick(s)
+        same = [w for w in self.floats(s) if w.type == v.type]
+        parts = [v] + [self.pick(s, same) for _ in range(self.ch.integer(1, 2))]
+        shape = v.type.shape  # type: ignore[union-attr]
+        menu = ["split", "add_n", "stack"] + (["concat", "unbind", "split_with_sections"] if shape else [])
+        name = self.ch.choice(menu)
+        if name in ("unbind", "split_with_sections"):
+            ax = 0
+            n = shape[ax]
+            if name == "split_with_sections" and n < 2:
+                name = "unbind"
+            vec = (
+                self.emit(s, "unbind", [v], axis=ax)
+                if name == "unbind"
+                else self.emit(s, name, [v], axis=ax, sections=[1, n - 1])
+            )[0]
+        else:
+            vec = self.emit(s, "combine", parts)[0]
+            if name != "split":
+                self.one(s, name, vec, **({"axis": 0} if name in ("concat", "stack") else {}))
+                return
+        s.pool.remove(vec)
+        pieces = self.emit(s, "split", [vec])
+        keep = [p for p in pieces if self.ch.flag(0.6)] or pieces[:1]
+        for p in pieces:
+            if p not in keep:
+                s.pool.remove(p)  # a partially used split
+
+    def step_misc(self, s: _Scope) -> None:
+        v = self.pick(s)
+        name = self.ch.choice(["where", "assign"])
+        if name == "assign":
+            self.one(s, "assign", v)
+            return
+        c = _gap(self.it.env[v])
+        cond = self.emit(s, "greater_than", [v, self.const(s, c, "f64")])[0]
+        s.pool.remove(cond)
+        other = self.partner(s, v)
+        self.one(s, "where", cond, v, other)
+
+    def predicate(self, s: _Scope) -> Value:
+        if s.counter is not None:  # in a loop body: test the trip counter, no margin needed
+            return self._detached(s, self.emit(s, "less_than", [s.counter, self.const(s, self.ch.integer(1, 2))])[0])
+        v = self.pick(s)
+        red = v if v.type.rank == 0 else self.one(s, "sum", v, axes=[], keepdim=False)  # type: ignore[union-attr]
+        x = float(self.it.env[red])
+        delta = max(0.3, 0.2 * abs(x))
+        c = x - delta if self.ch.flag(0.5) else x + delta
+        return self._detached(s, self.emit(s, "greater_than", [red, self.const(s, round(c, 3), "f64")])[0])
+
+    def _detached(self, s: _Scope, v: Value) -> Value:
+        s.pool.remove(v)
+        return v
+
+    def branch(self, s: _Scope, label: str, shapes: list[Value]) -> Block:
+        blk = Block(label)
+        inner = _Scope(Builder(blk), list(s.pool), set(), s.concrete, s.depth + 1, s.counter)
+        for _ in range(self.ch.integer(0, 2)):
+            self.step(inner)
+        yields = []
+        for like in shapes:
+            cands = [v for v in self.floats(inner) if v.type == like.type]
+            yields.append(cands[-1] if self.ch.flag(0.75) else self.ch.choice(cands[::-1]))
+        Builder(blk).op("yield", yields)
+        return blk
+
+    def step_if(self, s: _Scope) -> None:
+        cond = self.predicate(s)
+        like = [self.pick(s)]
+        if self.ch.flag(0.3):
+            like.append(self.pick(s))
+        blocks = [self.branch(s, "then", like), self.branch(s, "else", like)]
+        op = s.b.op("if", [cond], blocks=blocks)
+        self._after_region(s, op, blocks)
+
+    def step_while(self, s: _Scope) -> None:
+        trips = self.ch.integer(0, 3)
+        carried = [self.pick(s)]
+        if self.ch.flag(0.3):
+            carried.append(self.pick(s))
+        one, lim = self.const(s, 1), self.const(s, trips)
+        i0 = self.const(s, 0)
+        types = [i0.type] + [v.type for v in carried]
+        cond = Builder(s.b.block).block_of("cond", types, lambda b, i, *rest: [b.less_than(i, lim)])
+        body = Block("body", [Value(t) for t in types])
+        for a, v in zip(body.args[1:], carried):
+            self.bound[a] = max(self.bound[v], 1.0)
+        inner = _Scope(Builder(body), [*s.pool, *body.args[1:]], set(body.args[1:]), False, s.depth + 1, body.args[0])
+        for _ in range(self.ch.integer(1, 3)):
+            self.step(inner)
+        yields = [self.emit(inner, "add", [body.args[0], one])[0]]
+        for like in carried:
+            cands = [v for v in self.floats(inner) if v.type == like.type]
+            v = cands[-1] if self.ch.flag(0.75) else self.ch.choice(cands[::-1])
+            squash = self.ch.choice(SQUASH)
+            inplace = "inplace" in self.on and v in inner.local and self.ch.flag(0.4)
+            yields.append(self._detached(inner, self.emit(inner, squash + "_" if inplace else squash, [v])[0]))
+        Builder(body).op("yield", yields)
+        op = s.b.op("while", [i0, *carried], blocks=[cond, body])
+        self._after_region(s, op, [cond, body])
+        s.pool.remove(op.results[0])
+
+    def _after_region(self, s: _Scope, op: Operation, blocks: list[Block]) -> None:
+        if s.concrete:
+            self.it.step(op)
+            for r in op.results:
+                self.bound[r] = _magnitude(self.it.env[r])
+        else:
+            for r in op.results:
+                self.bound[r] = (
+                    1.0
+                    if op.name == "while"
+                    else max(
+                        self.bound.get(b.terminator.operands[op.results.index(r)], 1.0)  # type: ignore[union-attr]
+                        for b in blocks
+                    )
+                )
+        s.pool.extend(op.results)
+        s.local.update(op.results)
+
+    # --- the whole case ------------------------------------------------------------------------
+    def case(self) -> Case:
+        pb = ProgramBuilder()
+        top = _Scope(pb, [], set(), True, 0)
+        n_in = self.ch.integer(1, 3)
+        xs = []
+        for k in range(n_in):
+            shape = self.ch.choice(SHAPES)
+            sg = "stop_gradient" in self.on and self.ch.flag(0.2)
+            v = pb.input(f"x{k}", TensorType(shape), stop_gradient=sg)
+            x = self.ch.uniform(-1.0, 1.0, shape)
+            xs.append(x)
+            self.it.env[v] = x.copy()
+            self.bound[v] = _magnitude(x)
+            top.pool.append(v)
+            top.local.add(v)
+        for _ in range(self.ch.integer(1, self.f.max_ops)):
+            self.step(top)
+            if "stop_gradient" in self.on and top.pool and self.ch.flag(0.1):
+                top.pool[-1].stop_gradient = True
+        if "unreachable" in self.on:
+            shape = self.ch.choice(SHAPES)
+            pb.input(f"x{n_in}", TensorType(shape))
+            xs.append(self.ch.uniform(-1.0, 1.0, shape))
+        floats = self.floats(top)
+        n_out = self.ch.integer(1, min(3, len(floats))) if "multi_output" in self.on else 1
+        outs: list[Value] = []
+        for k in range(n_out):
+            rest = [v for v in floats if v not in outs]
+            outs.append(rest[-1] if k == 0 else self.ch.choice(rest[::-1]))  # the newest value first
+        program = pb.build(*outs)
+        wrt = [i for i, v in enumerate(program.inputs) if is_differentiable(v.type)]
+        no_grad = []
+        if "no_grad" in self.on:
+            no_grad = [self.ch.choice([*program.inputs, *floats][::-1])]
+        cots = None
+        if "cotangents" in self.on:
+            cots = [self.ch.uniform(-1.0, 1.0, v.type.shape) for v in outs]  # type: ignore[union-attr]
+        return Case(program, xs, list(range(len(outs))), wrt, cots, no_grad)
+
+
+def _magnitude(x: object) -> float:
+    if isinstance(x, tuple):
+        return max((_magnitude(e) for e in x), default=0.0)
+    a = np.asarray(x)
+    return float(np.max(np.abs(a))) if a.size and a.dtype.kind == "f" else 0.0
+
+
+def _broadcasts(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    return all(x == y or 1 in (x, y) for x, y in zip(a[::-1], b[::-1]))
+
+
+def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    return tuple(max(x, y) for x, y in zip(a, b))
+
+
+def _gap(x: np.ndarray) -> float:
+    """A threshold keeping MARGIN from every element of `x`, splitting them where it can."""
+    vals = np.sort(np.asarray(x, dtype=np.float64).ravel())
+    gaps = [(vals[i + 1] - vals[i], (vals[i] + vals[i + 1]) / 2) for i in range(len(vals) - 1)]
+    wide = [c for g, c in gaps if g >= 2 * MARGIN + 0.01]
+    # rounding moves the threshold by < 1e-4, far less than the margin
+    return round(float(wide[0]), 4) if wide else round(float(vals[0]) - 0.25, 4)

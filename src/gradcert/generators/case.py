@@ -1,0 +1,158 @@
+"""A case: a program, concrete inputs and a gradient request. One text file holds it all and
+replays bit for bit: the program in the text format, a `---` line, then JSON for the rest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..reference.ir import Program, Value
+from ..reference.loader import ProgramFileError, parse_source
+from ..reference.ops import OPS
+from ..reference.text import Namer, print_program
+from ..reference.types import is_differentiable
+
+FORMAT = "gradcert-case/1"
+
+
+class CaseFileError(ProgramFileError):
+    """A case file that is malformed; str() is one line naming the file and what is wrong."""
+
+
+@dataclass
+class Case:
+    program: Program
+    inputs: list[np.ndarray]
+    outputs: list[int]  # positions in program.outputs to differentiate
+    wrt: list[int]  # positions in program.inputs to differentiate with respect to
+    cotangents: list[np.ndarray] | None = None  # one per differentiated output; None: ones
+    no_grad: list[Value] = field(default_factory=list)
+    area: str = ""
+    seed: int | None = None
+
+    @property
+    def output_values(self) -> list[Value]:
+        return [self.program.outputs[i] for i in self.outputs]
+
+    @property
+    def wrt_values(self) -> list[Value]:
+        return [self.program.inputs[i] for i in self.wrt]
+
+    def to_text(self) -> str:
+        names = Namer(self.program)
+        meta: dict[str, Any] = {
+            "format": FORMAT,
+            "area": self.area,
+            "seed": self.seed,
+            "outputs": self.outputs,
+            "wrt": self.wrt,
+            "no_grad": [names(v) for v in self.no_grad],
+            "inputs": [_array(x) for x in self.inputs],
+            "cotangents": None if self.cotangents is None else [_array(u) for u in self.cotangents],
+        }
+        return print_program(self.program) + "---\n" + json.dumps(meta, indent=1) + "\n"
+
+    @property
+    def id(self) -> str:
+        return hashlib.sha1(self.to_text().encode()).hexdigest()[:12]
+
+    def size(self) -> int:
+        """Ops that compute: terminators and constants (`full`) are not counted."""
+        return sum(1 for op in self.program.walk() if op.name not in ("yield", "full"))
+
+
+def _array(x: np.ndarray) -> dict[str, Any]:
+    x = np.asarray(x)
+    return {"dtype": str(x.dtype), "shape": list(x.shape), "data": x.ravel().tolist()}
+
+
+def _unarray(d: Any, where: str) -> np.ndarray:
+    try:
+        return np.asarray(d["data"], dtype=d["dtype"]).reshape(d["shape"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise CaseFileError(f"{where}: bad array: {e}") from None
+
+
+def parse_case(text: str, name: str = "<case>") -> Case:
+    head, sep, tail = text.partition("\n---\n")
+    if not sep:
+        raise CaseFileError(f"{name}: no '---' line between the program and the request")
+    program = parse_source(head + "\n", name)
+    try:
+        meta = json.loads(tail)
+    except json.JSONDecodeError as e:
+        line = head.count("\n") + 2 + e.lineno
+        raise CaseFileError(f"{name}:{line}:{e.colno}: bad request JSON: {e.msg}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise CaseFileError(f"{name}: not a {FORMAT} file")
+    names = Namer(program).names
+    by_name = {"%" + n: v for v, n in names.items()}
+    try:
+        outputs, wrt = [int(i) for i in meta["outputs"]], [int(i) for i in meta["wrt"]]
+        inputs = [_unarray(a, f"{name}: inputs[{k}]") for k, a in enumerate(meta["inputs"])]
+        cots = meta.get("cotangents")
+        cotangents = None if cots is None else [_unarray(a, f"{name}: cotangents[{k}]") for k, a in enumerate(cots)]
+        no_grad = [by_name[n] for n in meta.get("no_grad", [])]
+    except KeyError as e:
+        raise CaseFileError(f"{name}: request lacks or misnames {e}") from None
+    if any(not 0 <= i < len(program.outputs) for i in outputs) or any(not 0 <= i < len(program.inputs) for i in wrt):
+        raise CaseFileError(f"{name}: an output or input index is out of range")
+    if len(inputs) != len(program.inputs):
+        raise CaseFileError(f"{name}: {len(inputs)} input arrays for {len(program.inputs)} program inputs")
+    for k, (v, x) in enumerate(zip(program.inputs, inputs)):
+        if tuple(x.shape) != getattr(v.type, "shape", None):
+            raise CaseFileError(f"{name}: inputs[{k}] has shape {list(x.shape)}, %{v.name} is {v.type}")
+    if cotangents is not None:
+        if len(cotangents) != len(outputs):
+            raise CaseFileError(f"{name}: {len(cotangents)} cotangents for {len(outputs)} outputs")
+    return Case(program, inputs, outputs, wrt, cotangents, no_grad, str(meta.get("area", "")), meta.get("seed"))
+
+
+def load_case(path: str | Path) -> Case:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise CaseFileError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise CaseFileError(f"{p}: cannot read: {e}") from None
+    return parse_case(text, str(p))
+
+
+def describe(case: Case) -> set[str]:
+    """The features and op families a case contains, read off the case itself."""
+    p = case.program
+    out: set[str] = set()
+    for op in p.walk():
+        d = OPS[op.name]
+        if d.family in ("unary", "binary", "reduction", "matmul", "shape", "vector", "misc"):
+            out.add(d.family)
+        if op.name in ("if", "while"):
+            out.add(op.name)
+            if op.parent is not p.block:
+                out.add("nested")
+        if d.inplace_of is not None:
+            out.add("inplace")
+        if any(r.stop_gradient for r in op.results):
+            out.add("stop_gradient")
+    values = list(p.inputs) + [r for op in p.walk() for r in op.results]
+    if any(
+        sum(1 for u in v.uses if u.name != "yield") + (v in p.outputs) >= 2 for v in values if is_differentiable(v.type)
+    ):
+        out.add("fanout")
+    if any(v.stop_gradient for v in p.inputs):
+        out.add("stop_gradient")
+    if case.no_grad:
+        out.add("no_grad")
+    if case.cotangents is not None:
+        out.add("cotangents")
+    if len(case.outputs) > 1:
+        out.add("multi_output")
+    if any(not v.uses for v in p.inputs):
+        out.add("unreachable")
+    return out

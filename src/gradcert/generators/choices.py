@@ -1,0 +1,76 @@
+"""Where a generator's choices come from: hypothesis (recorded, so a failure shrinks) or a seeded
+NumPy generator (the fast path). The construction code is one and the same for both, so both
+draw the same distribution; every choice shrinks towards its first / smallest option."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+
+
+class Chooser(Protocol):
+    def integer(self, lo: int, hi: int) -> int: ...
+    def choice(self, options: Sequence[T]) -> T: ...
+    def flag(self, p: float) -> bool: ...  # True with probability p; shrinks to False
+    def uniform(self, lo: float, hi: float, shape: tuple[int, ...]) -> np.ndarray: ...
+    def note(self, event: str) -> None: ...
+
+
+class Seeded:
+    """The fast path: choices from `numpy.random.Generator(PCG64(seed))`, identical across processes."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.Generator(np.random.PCG64(seed))
+
+    def integer(self, lo: int, hi: int) -> int:
+        return int(self.rng.integers(lo, hi + 1))
+
+    def choice(self, options: Sequence[T]) -> T:
+        return options[int(self.rng.integers(0, len(options)))]
+
+    def flag(self, p: float) -> bool:
+        return bool(self.rng.random() < p)
+
+    def uniform(self, lo: float, hi: float, shape: tuple[int, ...]) -> np.ndarray:
+        # rounded to 1/64 so that case files print short, exact numbers
+        return np.asarray(np.round(self.rng.uniform(lo, hi, shape) * 64) / 64)
+
+    def note(self, event: str) -> None:
+        pass
+
+
+class Drawn:
+    """Choices drawn from hypothesis's `data`, so that every one is recorded and shrinks."""
+
+    def __init__(self, data: Any) -> None:
+        from hypothesis import strategies as st
+
+        self.data, self.st = data, st
+
+    def integer(self, lo: int, hi: int) -> int:
+        return int(self.data.draw(self.st.integers(lo, hi)))
+
+    def choice(self, options: Sequence[T]) -> T:
+        return options[self.integer(0, len(options) - 1)]
+
+    def flag(self, p: float) -> bool:
+        k = self.integer(0, 99)
+        return k >= 100 - round(100 * p)
+
+    def uniform(self, lo: float, hi: float, shape: tuple[int, ...]) -> np.ndarray:
+        n = int(np.prod(shape)) if shape else 1
+        # integers on a 1/64 grid: they shrink to lo's neighbourhood's simplest values and print exactly
+        k = self.data.draw(self.st.lists(self.st.integers(round(lo * 64), round(hi * 64)), min_size=n, max_size=n))
+        return (np.asarray(k, dtype=np.float64) / 64).reshape(shape)
+
+    def note(self, event: str) -> None:
+        from hypothesis import event as hevent
+
+        try:
+            hevent(event)
+        except Exception:  # outside a hypothesis test (e.g. find()): no statistics to keep
+            pass

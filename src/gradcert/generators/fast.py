@@ -1,0 +1,16 @@
+"""The seeded fast path: the same construction as the hypothesis strategies, fed by a NumPy
+generator, for throughput-bound fuzzing. The same seed gives the same case, byte for byte, in any
+process."""
+
+from __future__ import annotations
+
+from .build import Generator
+from .case import Case
+from .choices import Seeded
+from .features import FULL, Features
+
+
+def draw_case(seed: int, features: Features = FULL) -> Case:
+    case = Generator(Seeded(seed), features).case()
+    case.seed = seed
+    return case
