@@ -79,6 +79,8 @@ class Generator:
         self.on = self._switches()
         self.it = Interpreter(record=False)
         self.bound: dict[Value, float] = {}
+        self.force_nested = False
+        self.pb_inputs: list[Value] = []
 
     def _switches(self) -> set[str]:
         """Swarm testing: each enabled feature is on in this draw with probability 3/4."""
@@ -151,6 +153,40 @@ class Generator:
         return bool(np.all(np.abs(d) >= MARGIN))
 
     # --- steps: one family each ---------------------------------------------------------------
+    def steps(self, s: _Scope, least: int, most: int, sg: bool = False, forced: str | None = None) -> None:
+        """`least` to `most` steps, each after a "go on" flag: a failure shrinks by dropping steps."""
+        n = 0
+        while n < most and (n < least or self.ch.flag(0.7)):
+            if forced is not None and n == 0 and s.depth < self.f.max_depth and self.floats(s):
+                getattr(self, "step_" + forced)(s)
+            else:
+                self.step(s)
+            n += 1
+            if sg and "stop_gradient" in self.on and s.pool and self.ch.flag(0.1):
+                s.pool[-1].stop_gradient = True
+
+    def ensure_required(self, top: _Scope) -> None:
+        """A feature an area requires is in every case: add the step that makes it, if missing."""
+        from .case import describe_program
+
+        for name in sorted(self.f.required):
+            if name in describe_program(top.b.block, self.pb_inputs) or not self.floats(top):
+                continue
+            if name == "nested":
+                self.force_nested = True
+                self.step_while(top)
+            elif name in ("inplace", "fanout"):
+                v = self.pick(top, [v for v in self.floats(top) if v in top.local] or None)
+                if name == "fanout":
+                    self.one(top, "multiply", v, v)
+                else:
+                    w = self.one(top, "exp", v) if v not in top.local else v
+                    self.one(top, "tanh_", w)
+            elif name == "stop_gradient":
+                self.one(top, "tanh", self.pick(top)).stop_gradient = True
+            elif hasattr(self, "step_" + name):
+                getattr(self, "step_" + name)(top)
+
     def step(self, s: _Scope) -> None:
         menu = [
             k
@@ -322,8 +358,7 @@ class Generator:
     def branch(self, s: _Scope, label: str, shapes: list[Value]) -> Block:
         blk = Block(label)
         inner = _Scope(Builder(blk), list(s.pool), set(), s.concrete, s.depth + 1, s.counter)
-        for _ in range(self.ch.integer(0, 2)):
-            self.step(inner)
+        self.steps(inner, 0, 2)
         yields = []
         for like in shapes:
             cands = [v for v in self.floats(inner) if v.type == like.type]
@@ -353,8 +388,8 @@ class Generator:
         for a, v in zip(body.args[1:], carried):
             self.bound[a] = max(self.bound[v], 1.0)
         inner = _Scope(Builder(body), [*s.pool, *body.args[1:]], set(body.args[1:]), False, s.depth + 1, body.args[0])
-        for _ in range(self.ch.integer(1, 3)):
-            self.step(inner)
+        self.steps(inner, 1, 3, forced="if" if self.force_nested else None)
+        self.force_nested = False
         yields = [self.emit(inner, "add", [body.args[0], one])[0]]
         for like in carried:
             cands = [v for v in self.floats(inner) if v.type == like.type]
@@ -401,16 +436,16 @@ class Generator:
             self.bound[v] = _magnitude(x)
             top.pool.append(v)
             top.local.add(v)
-        for _ in range(self.ch.integer(1, self.f.max_ops)):
-            self.step(top)
-            if "stop_gradient" in self.on and top.pool and self.ch.flag(0.1):
-                top.pool[-1].stop_gradient = True
+            self.pb_inputs.append(v)
+        self.steps(top, 1, self.f.max_ops, sg=True)
+        self.ensure_required(top)
         if "unreachable" in self.on:
             shape = self.ch.choice(SHAPES)
             pb.input(f"x{n_in}", TensorType(shape))
             xs.append(self.ch.uniform(-1.0, 1.0, shape))
         floats = self.floats(top)
-        n_out = self.ch.integer(1, min(3, len(floats))) if "multi_output" in self.on else 1
+        least = 2 if "multi_output" in self.f.required and len(floats) >= 2 else 1
+        n_out = self.ch.integer(least, max(least, min(3, len(floats)))) if "multi_output" in self.on else 1
         outs: list[Value] = []
         for k in range(n_out):
             rest = [v for v in floats if v not in outs]

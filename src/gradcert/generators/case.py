@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..reference.ir import Program, Value
+from ..reference.ir import Block, Program, Value
 from ..reference.loader import ProgramFileError, parse_source
 from ..reference.ops import OPS
 from ..reference.text import Namer, print_program
@@ -82,7 +83,10 @@ def parse_case(text: str, name: str = "<case>") -> Case:
     head, sep, tail = text.partition("\n---\n")
     if not sep:
         raise CaseFileError(f"{name}: no '---' line between the program and the request")
-    program = parse_source(head + "\n", name)
+    try:
+        program = parse_source(head + "\n", name)
+    except ProgramFileError as e:
+        raise CaseFileError(str(e)) from None
     try:
         meta = json.loads(tail)
     except json.JSONDecodeError as e:
@@ -124,29 +128,35 @@ def load_case(path: str | Path) -> Case:
     return parse_case(text, str(p))
 
 
-def describe(case: Case) -> set[str]:
-    """The features and op families a case contains, read off the case itself."""
-    p = case.program
+def describe_program(block: Block, inputs: Sequence[Value], outputs: Sequence[Value] = ()) -> set[str]:
+    """The op families and program constructs in a (possibly unfinished) program."""
     out: set[str] = set()
-    for op in p.walk():
+    for op in block.walk():
         d = OPS[op.name]
         if d.family in ("unary", "binary", "reduction", "matmul", "shape", "vector", "misc"):
             out.add(d.family)
         if op.name in ("if", "while"):
             out.add(op.name)
-            if op.parent is not p.block:
+            if op.parent is not block:
                 out.add("nested")
         if d.inplace_of is not None:
             out.add("inplace")
         if any(r.stop_gradient for r in op.results):
             out.add("stop_gradient")
-    values = list(p.inputs) + [r for op in p.walk() for r in op.results]
+    values = list(inputs) + [r for op in block.walk() for r in op.results]
     if any(
-        sum(1 for u in v.uses if u.name != "yield") + (v in p.outputs) >= 2 for v in values if is_differentiable(v.type)
+        sum(1 for u in v.uses if u.name != "yield") + (v in outputs) >= 2 for v in values if is_differentiable(v.type)
     ):
         out.add("fanout")
-    if any(v.stop_gradient for v in p.inputs):
+    if any(v.stop_gradient for v in inputs):
         out.add("stop_gradient")
+    return out
+
+
+def describe(case: Case) -> set[str]:
+    """The features and op families a case contains, read off the case itself."""
+    p = case.program
+    out = describe_program(p.block, p.inputs, p.outputs)
     if case.no_grad:
         out.add("no_grad")
     if case.cotangents is not None:
