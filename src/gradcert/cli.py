@@ -26,6 +26,9 @@ def _fmt(x: np.ndarray) -> str:
 def cmd_show(args: argparse.Namespace) -> int:
     xp = namespace(args.device)
     for path in args.files:
+        if str(path).endswith(".case"):
+            show_case(path)
+            continue
         program = load_program(path)
         print(f"== {path}")
         print(print_program(program), end="")
@@ -71,6 +74,112 @@ def show_grad(program: object, xs: list[np.ndarray], xp: object) -> None:
         print(f"  %{name}: {_fmt(val)}   fd: {_fmt(e)}   max abs err {err:.2e}")
 
 
+def show_case(path: str) -> None:
+    from .generators.case import load_case
+
+    case = load_case(path)
+    print(f"== {path}")
+    print(case.to_text(), end="")
+    outs = Interpreter().run(case.program, case.inputs).outputs
+    print("outputs:")
+    for k, y in enumerate(outs):
+        print(f"  #{k}: {_fmt(to_numpy(y))}")
+    print()
+
+
+def cmd_certify(args: argparse.Namespace) -> int:
+    import pytest
+
+    from .conformance.areas import AREAS
+    from .conformance.backends import resolve
+
+    backend = resolve(args.backend)
+    areas = [a.strip() for a in args.areas.split(",")] if args.areas else list(AREAS)
+    unknown = [a for a in areas if a not in AREAS]
+    if unknown:
+        raise UsageError(f"unknown area(s) {', '.join(unknown)} (known: {', '.join(AREAS)})")
+    stem = f"reports/{backend.name}-{args.profile}"
+    results = args.results or f"{stem}.jsonl"
+    workers = args.workers
+    pytest_args = [
+        "--pyargs",
+        *(f"gradcert.conformance.test_{a}" for a in areas),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-W",
+        "ignore::DeprecationWarning",
+        "--gradcert-backend",
+        args.backend,
+        "--gradcert-profile",
+        args.profile,
+        "--gradcert-results",
+        results,
+        "--gradcert-findings",
+        args.findings,
+        "--gradcert-isolate",
+        args.isolate,
+        "--gradcert-timeout",
+        str(args.timeout),
+        "--gradcert-seed",
+        str(args.seed),
+        "--rootdir",
+        ".",
+        "-c",
+        "/dev/null",
+    ]
+    if args.db:
+        pytest_args += ["--gradcert-db", args.db]
+    if workers != "1":
+        pytest_args += ["-n", workers]
+    code = int(pytest.main(pytest_args))
+    report = args.report or f"{stem}.html"
+    from .reports.html import write
+
+    path = write([results], report)
+    print(f"results: {results}\nreport: {path}")
+    return {0: EXIT_OK, 1: EXIT_FAIL}.get(code, EXIT_USAGE)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from .conformance.areas import AREAS
+    from .conformance.session import FAILING, Session
+    from .generators.case import load_case
+
+    case = load_case(args.case)
+    area = AREAS.get(case.area or "", AREAS["elementwise"])
+    s = Session(
+        args.backend,
+        None,
+        args.findings,
+        isolate={"auto": None, "yes": True, "no": False}[args.isolate],
+        timeout=args.timeout,
+    )
+    try:
+        v = s.judge(area, case)
+    finally:
+        s.close()
+    print(case.to_text().split("---")[0], end="")
+    print(f"verdict: {v.status}" + (f" ({v.oracle})" if v.oracle else "") + (f": {v.message}" if v.message else ""))
+    return EXIT_FAIL if v.status in FAILING else EXIT_OK
+
+
+class UsageError(Exception):
+    pass
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .reports.html import write
+
+    missing = [p for p in args.results if not Path(p).exists()]
+    if missing:
+        raise UsageError(f"{missing[0]}: no such results file")
+    print(f"report: {write(args.results, args.output)}")
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gradcert", description="Certify reverse-mode differentiation.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -80,10 +189,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     show.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     show.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     show.set_defaults(func=cmd_show)
+
+    cert = sub.add_parser("certify", help="run the certification areas against a backend")
+    cert.add_argument("--backend", default="reference", help="built-in name, entry point or module:attribute")
+    cert.add_argument("--profile", default="certify", choices=("quick", "certify", "nightly"))
+    cert.add_argument("--areas", default="", help="comma-separated areas (default: all)")
+    cert.add_argument("--workers", default="1", help="worker processes (pytest-xdist): a number or auto")
+    cert.add_argument("--results", default="", help="JSON-lines results file (default reports/BACKEND-PROFILE.jsonl)")
+    cert.add_argument("--report", default="", help="HTML report (default reports/BACKEND-PROFILE.html)")
+    cert.add_argument("--findings", default="reports/findings", help="folder for failing cases")
+    cert.add_argument("--isolate", default="auto", choices=("auto", "yes", "no"))
+    cert.add_argument("--timeout", type=float, default=60.0, help="seconds per case in a worker process")
+    cert.add_argument("--seed", type=int, default=0)
+    cert.add_argument("--db", default="", help="hypothesis example database folder")
+    cert.set_defaults(func=cmd_certify)
+
+    rep = sub.add_parser("replay", help="judge one saved case again")
+    rep.add_argument("case", metavar="CASE")
+    rep.add_argument("--backend", default="reference")
+    rep.add_argument("--findings", default="reports/findings")
+    rep.add_argument("--isolate", default="auto", choices=("auto", "yes", "no"))
+    rep.add_argument("--timeout", type=float, default=60.0)
+    rep.set_defaults(func=cmd_replay)
+
+    report = sub.add_parser("report", help="render results files into one HTML report")
+    report.add_argument("results", nargs="+", metavar="RESULTS")
+    report.add_argument("-o", "--output", default="reports/report.html")
+    report.set_defaults(func=cmd_report)
+
     args = parser.parse_args(argv)
+    from .conformance.backends import UnknownBackend
+    from .conformance.results import ResultsFileError
+
     try:
         return int(args.func(args))
-    except (ProgramFileError, InterpreterError, BackwardError, ValueError) as e:
+    except (
+        ProgramFileError,
+        InterpreterError,
+        BackwardError,
+        ValueError,
+        UnknownBackend,
+        UsageError,
+        ResultsFileError,
+    ) as e:
         print(f"gradcert: error: {e}", file=sys.stderr)
         return EXIT_USAGE
 

@@ -35,6 +35,10 @@ class Case:
     no_grad: list[Value] = field(default_factory=list)
     area: str = ""
     seed: int | None = None
+    # order 2: the gradient of sum <cotangents2, g> where g are the first-order gradients
+    # (of sum <cotangents, outputs> w.r.t. wrt, those that are not None, in order)
+    order: int = 1
+    cotangents2: list[np.ndarray] | None = None
 
     @property
     def output_values(self) -> list[Value]:
@@ -55,6 +59,8 @@ class Case:
             "no_grad": [names(v) for v in self.no_grad],
             "inputs": [_array(x) for x in self.inputs],
             "cotangents": None if self.cotangents is None else [_array(u) for u in self.cotangents],
+            "order": self.order,
+            "cotangents2": None if self.cotangents2 is None else [_array(u) for u in self.cotangents2],
         }
         return print_program(self.program) + "---\n" + json.dumps(meta, indent=1) + "\n"
 
@@ -102,8 +108,13 @@ def parse_case(text: str, name: str = "<case>") -> Case:
         cots = meta.get("cotangents")
         cotangents = None if cots is None else [_unarray(a, f"{name}: cotangents[{k}]") for k, a in enumerate(cots)]
         no_grad = [by_name[n] for n in meta.get("no_grad", [])]
+        order = int(meta.get("order", 1))
+        c2 = meta.get("cotangents2")
+        cotangents2 = None if c2 is None else [_unarray(a, f"{name}: cotangents2[{k}]") for k, a in enumerate(c2)]
     except KeyError as e:
         raise CaseFileError(f"{name}: request lacks or misnames {e}") from None
+    except (TypeError, ValueError) as e:
+        raise CaseFileError(f"{name}: bad request: {e}") from None
     if any(not 0 <= i < len(program.outputs) for i in outputs) or any(not 0 <= i < len(program.inputs) for i in wrt):
         raise CaseFileError(f"{name}: an output or input index is out of range")
     if len(inputs) != len(program.inputs):
@@ -114,7 +125,20 @@ def parse_case(text: str, name: str = "<case>") -> Case:
     if cotangents is not None:
         if len(cotangents) != len(outputs):
             raise CaseFileError(f"{name}: {len(cotangents)} cotangents for {len(outputs)} outputs")
-    return Case(program, inputs, outputs, wrt, cotangents, no_grad, str(meta.get("area", "")), meta.get("seed"))
+    if order not in (1, 2):
+        raise CaseFileError(f"{name}: order must be 1 or 2, not {order}")
+    return Case(
+        program,
+        inputs,
+        outputs,
+        wrt,
+        cotangents,
+        no_grad,
+        str(meta.get("area", "")),
+        meta.get("seed"),
+        order,
+        cotangents2,
+    )
 
 
 def load_case(path: str | Path) -> Case:

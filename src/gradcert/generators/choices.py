@@ -74,3 +74,10 @@ class Drawn:
             hevent(event)
         except Exception:  # outside a hypothesis test (e.g. find()): no statistics to keep
             pass
+
+
+class DrawAdapter:
+    """Gives a composite strategy's `draw` the `data.draw` interface that `Drawn` expects."""
+
+    def __init__(self, draw: Any) -> None:
+        self.draw = draw

@@ -14,20 +14,13 @@ from hypothesis import strategies as st
 
 from .build import Generator
 from .case import Case
-from .choices import Drawn
+from .choices import DrawAdapter, Drawn
 from .features import FULL, Features
 
 
 @st.composite
 def _cases(draw: Any, features: Features) -> Case:
-    return Generator(Drawn(_Data(draw)), features).case()
-
-
-class _Data:
-    """Adapts a composite's `draw` to the `data.draw` interface that `Drawn` expects."""
-
-    def __init__(self, draw: Any) -> None:
-        self.draw = draw
+    return Generator(Drawn(DrawAdapter(draw)), features).case()
 
 
 def cases(features: Features = FULL) -> st.SearchStrategy[Case]:

@@ -13,6 +13,7 @@ from .interpreter import Interpreter, to_numpy
 from .invariants import Snapshot, snapshot
 from .ir import Program, Value
 from .text import clone
+from .types import TensorType
 
 
 @dataclass
@@ -21,6 +22,14 @@ class Computed:
     transformed: Gradients
     outputs: list[np.ndarray]
     before: Snapshot  # the copy before the transform, for invariants.check
+
+
+_DTYPES = {"float64": "f64", "float32": "f32", "int64": "i64", "bool": "bool"}
+
+
+def _type_of(x: Any) -> TensorType:
+    a = np.asarray(x)
+    return TensorType(tuple(a.shape), _DTYPES.get(str(a.dtype), "f64"))
 
 
 def add_input(program: Program, name: str, type: Any) -> Value:
@@ -49,7 +58,8 @@ def compute(
         if u is None:
             cots.append(None)
         else:
-            cots.append(add_input(q, f"__cotangent{k}", m[y].type))
+            # typed as given, so that a cotangent of the wrong shape is the backward's to refuse
+            cots.append(add_input(q, f"__cotangent{k}", _type_of(u)))
             feeds.append(u)
     before = snapshot(q)
     g = grad(q, [m[y] for y in outputs], [m[w] for w in wrt], cots, [m[v] for v in no_grad])
@@ -62,3 +72,28 @@ def compute(
         [to_numpy(a) for a in r.outputs[len(fetch) :]],
         before,
     )
+
+
+def first_order(
+    program: Program,
+    outputs: Sequence[Value],
+    wrt: Sequence[Value],
+    cotangents: Sequence[np.ndarray | None] | None = None,
+    no_grad: Sequence[Value] = (),
+) -> tuple[Program, list[np.ndarray]]:
+    """A copy of `program` whose outputs are its (non-None) first-order gradients w.r.t. `wrt`.
+
+    Explicit cotangents become extra inputs at the end (returned as arrays to feed); the inputs
+    keep their positions. Differentiating the copy again gives second-order gradients."""
+    q, m = clone(program)
+    feeds: list[np.ndarray] = []
+    cots: list[Value | None] = []
+    for k, (y, u) in enumerate(zip(outputs, cotangents or [None] * len(outputs))):
+        if u is None:
+            cots.append(None)
+        else:
+            cots.append(add_input(q, f"__cotangent{k}", _type_of(u)))
+            feeds.append(np.asarray(u))
+    g = grad(q, [m[y] for y in outputs], [m[w] for w in wrt], cots, [m[v] for v in no_grad])
+    q.outputs = [v for v in g.grads if v is not None]
+    return q, feeds

@@ -1,0 +1,62 @@
+"""What a backend is, what it returns, and what the oracles say of it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..generators.case import Case
+
+STATUSES = ("pass", "fail", "invalid", "unsupported", "error", "crash", "timeout")
+
+
+class Unsupported(Exception):
+    """Raised by a backend for a case that needs a capability it lacks (never a failure)."""
+
+
+@dataclass
+class OpRecord:
+    """One op of a backend's backward program, normalised for the structural invariants."""
+
+    name: str
+    added: bool  # made by the backward (not part of the forward)
+    unused: bool  # no result of it is used, fetched or returned
+    effects: bool = False  # side effects keep it alive (stack pushes and pops)
+    zero_fill: bool = False  # a zero-fill op (`full_like`, `full` of zeros)
+    depth: int = 0
+
+
+@dataclass
+class BackendResult:
+    grads: list[np.ndarray | None]  # one per case.wrt, host float64, None where none is returned
+    version: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+    backward_ops: list[OpRecord] | None = None  # where the backend exposes its backward program
+    violations: list[str] = field(default_factory=list)  # invariants the adapter checked itself
+    forward: list[np.ndarray] | None = None  # the backend's forward outputs, for the lowering check
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+    capabilities: frozenset[str]  # "if", "while", "nesting", "inplace", "combine_split", "double_grad", ...
+    version: str
+
+    def run(self, case: Case) -> BackendResult: ...
+
+
+@dataclass
+class Verdict:
+    status: str
+    oracle: str = ""
+    message: str = ""
+    inputs: list[str] = field(default_factory=list)  # inputs whose gradient is wrong
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    expected: dict[str, Any] = field(default_factory=dict)  # input name -> gradient (lists)
+    actual: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)

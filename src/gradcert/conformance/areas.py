@@ -1,0 +1,82 @@
+"""The certification areas: which features each draws from, which capabilities it needs.
+
+Each area is a test module `gradcert/conformance/test_<area>.py` of small `@given` tests, so that
+pytest-xdist can spread them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ..generators import Case, cases
+from ..generators.choices import DrawAdapter, Drawn
+from ..generators.features import Features
+from ..generators.second_order import second_order
+
+_BASIC = frozenset({"unary", "binary", "fanout"})
+_REQ = ("stop_gradient", "no_grad", "cotangents", "multi_output", "unreachable")
+
+
+@dataclass(frozen=True)
+class Area:
+    name: str
+    title: str
+    needs: frozenset[str] = frozenset()  # backend capabilities
+    order: int = 1
+    check: str = "gradients"  # or "linearity", "bad_request"
+
+
+AREAS = {
+    a.name: a
+    for a in [
+        Area("elementwise", "elementwise and broadcasting"),
+        Area("reductions_shape", "reductions and shape ops"),
+        Area("matmul", "matmul"),
+        Area("fanout", "fan-out accumulation"),
+        Area("combine_split", "combine/split and vector ops", frozenset({"combine_split"})),
+        Area("if", "if", frozenset({"if"})),
+        Area("while", "while", frozenset({"while"})),
+        Area("nesting", "nested control flow", frozenset({"if", "while", "nesting"})),
+        Area("inplace", "in-place nets", frozenset({"inplace"})),
+        Area("stop_gradient", "stop_gradient"),
+        Area("no_grad", "no-grad set"),
+        Area("cotangents", "explicit cotangents (and linearity in them)", check="linearity"),
+        Area("multi_output", "several outputs"),
+        Area("unreachable", "unreachable inputs"),
+        Area("second_order", "second order", frozenset({"double_grad"}), order=2),
+        Area("bad_requests", "bad requests", check="bad_request"),
+    ]
+}
+
+
+def feats(*enabled: str, required: tuple[str, ...] = (), depth: int = 1, ops: int = 6) -> Features:
+    return Features(frozenset(enabled) | frozenset(required), ops, depth, True, frozenset(required))
+
+
+def _draw(features: Features, order: int) -> st.SearchStrategy[Case]:
+    if order == 1:
+        return cases(features)
+
+    @st.composite
+    def second(draw: Any) -> Case:
+        case = draw(cases(features))
+        return second_order(case, Drawn(DrawAdapter(draw)))
+
+    return second()
+
+
+def certify_test(area: str, features: Features) -> Callable[..., None]:
+    """A `@given` test of `area` drawing from `features`; the session (a fixture) judges each case."""
+    spec = AREAS[area]
+
+    @given(case=_draw(features, spec.order))
+    def test(gradcert_session: Any, request: Any, case: Case) -> None:
+        gradcert_session.check(request.node.nodeid, spec, case)
+
+    test._gradcert_area = spec  # type: ignore[attr-defined]
+    return test

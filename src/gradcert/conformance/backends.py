@@ -1,0 +1,105 @@
+"""Finding backends: built-in names, entry points in group `gradcert.backends`, or
+`module:attribute`; and the built-in `reference` backend."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from importlib.metadata import entry_points
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from ..generators.case import Case
+from ..reference.backward import BackwardError
+from ..reference.gradients import compute, first_order
+from ..reference.invariants import violations
+from ..reference.ops import OPS
+from .api import Backend, BackendResult, OpRecord, Unsupported
+
+GROUP = "gradcert.backends"
+
+
+class UnknownBackend(Exception):
+    """A backend name that is not built in, not an entry point and not `module:attribute`."""
+
+
+class ReferenceBackend:
+    """gradcert's own backward, run on the reference interpreter."""
+
+    name = "reference"
+    capabilities = frozenset({"if", "while", "nesting", "inplace", "combine_split", "double_grad", "backward_program"})
+    version = __version__
+
+    def run(self, case: Case) -> BackendResult:
+        t0 = time.perf_counter()
+        program, inputs, outputs, wrt, cots = (
+            case.program,
+            list(case.inputs),
+            case.output_values,
+            case.wrt_values,
+            case.cotangents,
+        )
+        if case.order == 2:
+            try:
+                program, extra = first_order(case.program, outputs, wrt, cots, case.no_grad)
+            except BackwardError as e:
+                raise Unsupported(str(e)) from None
+            inputs += extra
+            wrt = [program.inputs[i] for i in case.wrt]
+            outputs, cots = program.outputs, case.cotangents2
+        try:
+            c = compute(program, inputs, outputs, wrt, cots, case.no_grad if case.order == 1 else [])
+        except BackwardError as e:
+            raise Unsupported(str(e)) from None
+        t1 = time.perf_counter()
+        g = c.transformed
+        returned = {v for v in g.grads if v is not None} | set(g.program.outputs)
+        ops = [
+            OpRecord(
+                op.name,
+                op in g.added,
+                bool(op.results) and all(not r.uses and r not in returned for r in op.results),
+                any(OPS[o.name].effects for o in op.walk()),
+                op.name in ("full", "full_like") and op in g.added,
+            )
+            for op in g.program.walk()
+            if op.name != "yield"
+        ]
+        return BackendResult(
+            [None if x is None else np.asarray(x, dtype=np.float64) for x in c.grads],
+            self.version,
+            {"backward": t1 - t0},
+            ops,
+            violations(g, c.before),
+            [np.asarray(y) for y in c.outputs],
+        )
+
+
+BUILTIN: dict[str, Any] = {"reference": ReferenceBackend}
+
+
+def resolve(spec: str) -> Backend:
+    """The backend named `spec`; raises UnknownBackend with a one-line reason."""
+    if spec in BUILTIN:
+        obj = BUILTIN[spec]
+    elif ":" in spec:
+        mod, _, attr = spec.partition(":")
+        try:
+            obj = getattr(importlib.import_module(mod), attr)
+        except (ImportError, AttributeError) as e:
+            raise UnknownBackend(f"cannot load backend {spec!r}: {e}") from None
+    else:
+        found = [ep for ep in entry_points(group=GROUP) if ep.name == spec]
+        if not found:
+            known = sorted(set(BUILTIN) | {ep.name for ep in entry_points(group=GROUP)})
+            raise UnknownBackend(f"unknown backend {spec!r} (known: {', '.join(known)}; or use module:attribute)")
+        try:
+            obj = found[0].load()
+        except Exception as e:  # a broken third-party package: say which
+            raise UnknownBackend(f"backend {spec!r} failed to load: {type(e).__name__}: {e}") from None
+    backend = obj() if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "run")) else obj
+    if not isinstance(backend, Backend):
+        raise UnknownBackend(f"{spec!r} is not a backend (needs name, capabilities, version and run(case))")
+    return backend

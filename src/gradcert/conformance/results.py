@@ -1,0 +1,55 @@
+"""The results file: one JSON line per verdict, appended (under a lock, flushed and synced) the
+moment it is known, so that a killed run loses nothing and a rerun skips finished cases."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+
+class ResultsFileError(Exception):
+    pass
+
+
+class ResultsFile:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def append(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, sort_keys=True) + "\n"
+        with open(self.path, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def finished(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """(test id, case id) -> record, for every verdict already written."""
+        return {(r["test_id"], r["case_id"]): r for r in read_records([self.path]) if "case_id" in r}
+
+
+def read_records(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
+    """Every record of the files; a torn last line (a killed writer) is skipped, any other bad
+    line is an error naming file and line."""
+    for p in paths:
+        path = Path(p)
+        if not path.exists():
+            continue
+        lines = path.read_text().splitlines()
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as e:
+                if n == len(lines):
+                    continue
+                raise ResultsFileError(f"{path}:{n}: not a JSON record: {e.msg}") from None

@@ -1,0 +1,137 @@
+"""Running a backend on a case, in this process or isolated in a worker process with a timeout.
+
+Either way the answer is a `BackendResult`, or an `Outcome` saying why there is none: the backend
+lacks the capability (`unsupported`), raised (`error`), died (`crash`) or hung (`timeout`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+from ..generators.case import Case
+from .api import Backend, BackendResult, Unsupported
+from .wire import result_from_json
+
+
+@dataclass
+class Outcome:
+    status: str  # unsupported, error, crash, timeout
+    message: str
+    error_type: str = ""
+
+
+class InProcess:
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.version = backend.version
+
+    def run(self, case: Case) -> BackendResult | Outcome:
+        try:
+            return self.backend.run(case)
+        except Unsupported as e:
+            return Outcome("unsupported", str(e))
+        except Exception as e:
+            return Outcome("error", f"{type(e).__name__}: {e}", type(e).__name__)
+
+    def close(self) -> None:
+        pass
+
+
+class Isolated:
+    """One persistent worker process; restarted after a crash or a timeout."""
+
+    def __init__(self, spec: str, timeout: float = 60.0) -> None:
+        self.spec, self.timeout = spec, timeout
+        self.proc: subprocess.Popen[str] | None = None
+        self.log = tempfile.TemporaryFile(mode="w+")
+        self.version = ""
+
+    def _start(self) -> subprocess.Popen[str]:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gradcert.conformance.worker", self.spec],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            env=env,
+        )
+        ready = self._read(max(self.timeout, 120.0))
+        if not isinstance(ready, dict) or "ready" not in ready:
+            self._kill()
+            raise RuntimeError(f"backend worker for {self.spec!r} did not start: {self._log_tail()}")
+        self.version = str(ready["ready"])
+        return self.proc
+
+    def _read(self, timeout: float) -> dict[str, object] | str:
+        assert self.proc is not None and self.proc.stdout is not None
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    return "timeout"
+                line = self.proc.stdout.readline()
+                if not line:
+                    return "crash"
+                if line.startswith("{"):
+                    return json.loads(line)  # type: ignore[no-any-return]
+        finally:
+            sel.close()
+
+    def _kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def _log_tail(self) -> str:
+        self.log.seek(0)
+        lines = [ln for ln in self.log.read().splitlines() if ln.strip()]
+        self.log.seek(0)
+        self.log.truncate()
+        return " | ".join(lines[-3:])[-500:]
+
+    def run(self, case: Case) -> BackendResult | Outcome:
+        proc = self.proc if self.proc is not None and self.proc.poll() is None else self._start()
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(json.dumps({"case": case.to_text()}) + "\n")
+            proc.stdin.flush()
+        except BrokenPipeError:
+            self._kill()
+            return Outcome("crash", f"worker died before the case: {self._log_tail()}")
+        reply = self._read(self.timeout)
+        if reply == "timeout":
+            self._kill()
+            return Outcome("timeout", f"no answer within {self.timeout:g} s")
+        if reply == "crash":
+            code = proc.wait()
+            self.proc = None
+            return Outcome("crash", f"worker exited with status {code}: {self._log_tail()}")
+        assert isinstance(reply, dict)
+        if "ok" in reply:
+            return result_from_json(reply["ok"])  # type: ignore[arg-type]
+        if "unsupported" in reply:
+            return Outcome("unsupported", str(reply["unsupported"]))
+        err = reply["error"]
+        assert isinstance(err, dict)
+        return Outcome("error", f"{err['type']}: {err['message']}", str(err["type"]))
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._kill()

@@ -1,0 +1,165 @@
+"""A certification session: one backend, one results file; judges cases and records verdicts."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..generators.case import Case
+from .api import BackendResult, Verdict
+from .areas import Area
+from .backends import ReferenceBackend, resolve
+from .oracles import judge, reference as compare_reference
+from .results import ResultsFile
+from .runner import InProcess, Isolated, Outcome
+
+FAILING = ("fail", "error", "crash", "timeout")
+
+
+class CaseFailed(AssertionError):
+    pass
+
+
+class Session:
+    def __init__(
+        self,
+        spec: str,
+        results: str | Path | None,
+        findings: str | Path,
+        profile: str = "quick",
+        isolate: bool | None = None,
+        timeout: float = 60.0,
+        seed: int = 0,
+    ) -> None:
+        self.spec, self.profile, self.seed = spec, profile, seed
+        backend = resolve(spec)  # fails fast, in this process, for an unknown backend
+        self.name = backend.name
+        self.capabilities = backend.capabilities
+        isolate = (spec != "reference") if isolate is None else isolate
+        self.runner: InProcess | Isolated = Isolated(spec, timeout) if isolate else InProcess(backend)
+        self.reference = ReferenceBackend()
+        self.results = ResultsFile(results) if results is not None else None
+        self.findings = Path(findings)
+        self.done = self.results.finished() if self.results is not None else {}
+
+    def close(self) -> None:
+        self.runner.close()
+
+    # --- one case ------------------------------------------------------------------------------
+    def judge(self, area: Area, case: Case) -> Verdict:
+        """The verdict on one case, recorded nowhere (replay)."""
+        return self._judge(area, replace(case, area=area.name))[0]
+
+    def check(self, test_id: str, area: Area, case: Case) -> Verdict:
+        case = replace(case, area=area.name)
+        key = (test_id, case.id)
+        if key in self.done:  # a rerun: this case's verdict is already written
+            old = self.done[key]
+            verdict = Verdict(old["status"], old.get("oracle", ""), old.get("message", ""))
+        else:
+            t0 = time.perf_counter()
+            verdict, timings = self._judge(area, case)
+            timings["total"] = time.perf_counter() - t0
+            self._record(test_id, area, case, verdict, timings)
+        if verdict.status in FAILING:
+            raise CaseFailed(self._report(case, verdict))
+        return verdict
+
+    def _run(self, case: Case) -> BackendResult | Outcome:
+        return self.runner.run(case)
+
+    def _judge(self, area: Area, case: Case) -> tuple[Verdict, dict[str, float]]:
+        timings: dict[str, float] = {}
+        if area.check == "bad_request":
+            return self._bad_request(case), timings
+        t = time.perf_counter()
+        got = self._run(case)
+        timings["backend"] = time.perf_counter() - t
+        if isinstance(got, Outcome):
+            return Verdict(got.status, "backend", got.message), timings
+        t = time.perf_counter()
+        try:
+            ref = self.reference.run(case) if self.spec != "reference" else got
+        except Exception as e:  # the reference cannot judge this case
+            return Verdict("unsupported", "reference", f"reference backward: {e}"), timings
+        verdict = judge(case, got, ref, seed=self.seed)
+        if verdict.status == "pass" and area.check == "linearity" and case.cotangents is not None:
+            verdict = self._linearity(case, got)
+        timings["oracles"] = time.perf_counter() - t
+        return verdict, timings
+
+    def _linearity(self, case: Case, got: BackendResult) -> Verdict:
+        """g(u1) + g(u2) == g(u1 + u2): the gradients are linear in the cotangents."""
+        assert case.cotangents is not None
+        rng = np.random.default_rng(self.seed + 1)
+        u2 = [rng.normal(size=u.shape) for u in case.cotangents]
+        second = self._run(replace(case, cotangents=u2))
+        both = self._run(replace(case, cotangents=[a + b for a, b in zip(case.cotangents, u2)]))
+        if isinstance(second, Outcome) or isinstance(both, Outcome):
+            bad = second if isinstance(second, Outcome) else both
+            return Verdict(bad.status, "linearity", bad.message)  # type: ignore[union-attr]
+        summed = BackendResult([None if a is None or b is None else a + b for a, b in zip(got.grads, second.grads)])
+        v = compare_reference(case, both, summed)
+        if v is None:
+            return Verdict("pass")
+        return replace(v, oracle="linearity", message="gradients are not linear in the cotangents: " + v.message)
+
+    def _bad_request(self, case: Case) -> Verdict:
+        """A cotangent of the wrong shape must raise ValueError (as Paddle's grad does)."""
+        if case.cotangents is None:
+            return Verdict("pass")
+        bad = [np.zeros((*u.shape, 2)) for u in case.cotangents]
+        got = self._run(replace(case, cotangents=bad))
+        if isinstance(got, Outcome):
+            if got.status == "error" and got.error_type == "ValueError":
+                return Verdict("pass")
+            return Verdict(
+                "fail" if got.status == "error" else got.status,
+                "bad_request",
+                f"a cotangent of the wrong shape should raise ValueError, got {got.message}",
+            )
+        return Verdict("fail", "bad_request", "a cotangent of the wrong shape was accepted")
+
+    # --- records -------------------------------------------------------------------------------
+    def _record(self, test_id: str, area: Area, case: Case, v: Verdict, timings: dict[str, float]) -> None:
+        rec: dict[str, Any] = {
+            "test_id": test_id,
+            "case_id": case.id,
+            "area": area.name,
+            "backend": self.name,
+            "backend_version": self.runner.version,
+            "profile": self.profile,
+            "seed": self.seed,
+            "time": time.time(),
+            "timings": timings,
+            "case": case.to_text(),
+            "size": case.size(),
+            **v.to_json(),
+        }
+        if v.status in FAILING:
+            path = self.save(case, v)
+            rec["case_file"] = str(path)
+            rec["replay"] = self.replay_command(path)
+        if self.results is not None:
+            self.results.append(rec)
+
+    def save(self, case: Case, v: Verdict) -> Path:
+        d = self.findings / self.name
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / f"{case.area}-{v.oracle or v.status}-{case.id}.case"
+        path.write_text(case.to_text())
+        return path
+
+    def replay_command(self, path: Path) -> str:
+        return f"gradcert replay {path} --backend {self.spec}"
+
+    def _report(self, case: Case, v: Verdict) -> str:
+        path = self.save(case, v)
+        return (
+            f"{v.status} ({v.oracle}): {v.message}\n\n{case.to_text().split('---')[0]}\n"
+            f"replay: {self.replay_command(path)}"
+        )

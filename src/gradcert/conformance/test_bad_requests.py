@@ -1,0 +1,5 @@
+"""Area: bad requests (a cotangent of the wrong shape must be refused with a clear error)."""
+
+from .areas import certify_test, feats
+
+test_wrong_cotangent_shape = certify_test("bad_requests", feats("unary", "binary", required=("cotangents",)))

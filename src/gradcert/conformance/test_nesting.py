@@ -1,0 +1,6 @@
+"""Area: nested control flow (if in while, while in if, loops in loops)."""
+
+from .areas import certify_test, feats
+
+test_nested = certify_test("nesting", feats("unary", "binary", "if", "while", required=("nested",), depth=2))
+test_nested_deep = certify_test("nesting", feats("unary", "binary", "if", "while", required=("nested",), depth=3))

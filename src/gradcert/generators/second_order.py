@@ -1,0 +1,19 @@
+"""Second-order cases: a first-order case plus cotangents for its first-order gradients."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..reference.gradients import first_order
+from .case import Case
+from .choices import Chooser
+
+
+def second_order(case: Case, ch: Chooser) -> Case:
+    """`case` asked for the gradient of sum <u2, g(x)>, g its (reference) first-order gradients.
+    Needs a program without nested branches or loops."""
+    q, _ = first_order(case.program, case.output_values, case.wrt_values, case.cotangents, case.no_grad)
+    u2 = [np.asarray(ch.uniform(-1.0, 1.0, v.type.shape)) for v in q.outputs]  # type: ignore[union-attr]
+    return replace(case, order=2, cotangents2=u2)

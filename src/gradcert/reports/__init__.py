@@ -1,0 +1,1 @@
+"""Reports rendered from results files: HTML, JSON summary, JUnit XML."""
