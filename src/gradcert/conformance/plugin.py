@@ -18,6 +18,7 @@ ISOLATE = "--gradcert-isolate"
 TIMEOUT = "--gradcert-timeout"
 SEED = "--gradcert-seed"
 DB = "--gradcert-db"
+NO_SHRINK = "--gradcert-no-shrink"
 KNOWN = Path(__file__).parent / "known_failures"
 
 PROFILES: dict[str, dict[str, Any]] = {
@@ -35,18 +36,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(FINDINGS, default="reports/findings", help="where failing cases are saved")
     g.addoption(ISOLATE, default="auto", choices=["auto", "yes", "no"], help="run the backend in worker processes")
     g.addoption(TIMEOUT, type=float, default=60.0, help="seconds per case in a worker process")
-    g.addoption(SEED, type=int, default=0, help="seed of the derandomised profiles and the oracles")
+    g.addoption(SEED, type=int, default=0, help="seed of the oracles' random directions and cotangents")
     g.addoption(DB, default=None, help="hypothesis example database folder (nightly)")
+    g.addoption(NO_SHRINK, action="store_true", help="report failures as found, without shrinking them")
 
 
-def _register_profiles(seed: int, db: str | None) -> None:
-    from hypothesis import HealthCheck, settings
+def _register_profiles(db: str | None, shrink: bool) -> None:
+    from hypothesis import HealthCheck, Phase, settings
     from hypothesis.database import DirectoryBasedExampleDatabase
 
     common: dict[str, Any] = {"deadline": None, "suppress_health_check": list(HealthCheck), "print_blob": True}
+    if not shrink:
+        common["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
     for name, kw in PROFILES.items():
-        extra = {"database": DirectoryBasedExampleDatabase(db) if db and name == "nightly" else None}
-        settings.register_profile(f"gradcert-{name}", **common, **kw, **extra)
+        database = DirectoryBasedExampleDatabase(db) if db and name == "nightly" else None
+        settings.register_profile(f"gradcert-{name}", database=database, **common, **kw)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -55,7 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     from hypothesis import settings
 
-    _register_profiles(config.getoption(SEED), config.getoption(DB))
+    _register_profiles(config.getoption(DB), not config.getoption(NO_SHRINK))
     settings.load_profile(f"gradcert-{config.getoption(PROFILE)}")
 
 

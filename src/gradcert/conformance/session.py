@@ -45,6 +45,10 @@ class Session:
         self.results = ResultsFile(results) if results is not None else None
         self.findings = Path(findings)
         self.done = self.results.finished() if self.results is not None else {}
+        # Tests whose backend crashed or hung: hypothesis would pay a worker restart (or the whole
+        # timeout) for every shrink step, so such a test stops running the backend and the
+        # case that crashed it stands as found.
+        self.broken: set[str] = set()
 
     def close(self) -> None:
         self.runner.close()
@@ -56,6 +60,8 @@ class Session:
 
     def check(self, test_id: str, area: Area, case: Case) -> Verdict:
         case = replace(case, area=area.name)
+        if test_id in self.broken:
+            return Verdict("pass", message="not run: this test's backend crashed or hung")
         key = (test_id, case.id)
         if key in self.done:  # a rerun: this case's verdict is already written
             old = self.done[key]
@@ -65,6 +71,8 @@ class Session:
             verdict, timings = self._judge(area, case)
             timings["total"] = time.perf_counter() - t0
             self._record(test_id, area, case, verdict, timings)
+        if verdict.status in ("crash", "timeout"):
+            self.broken.add(test_id)
         if verdict.status in FAILING:
             raise CaseFailed(self._report(case, verdict))
         return verdict

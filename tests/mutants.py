@@ -1,0 +1,233 @@
+"""Deliberately wrong backends built on the reference: each plants one bug that a backward
+implementation could have. The `quick` profile must catch every one (tests/test_mutants.py)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from gradcert.conformance.api import BackendResult
+from gradcert.conformance.backends import ReferenceBackend
+from gradcert.generators.case import Case
+from gradcert.reference import backward
+from gradcert.reference.builder import Builder
+from gradcert.reference.ops import OPS
+from gradcert.reference.text import clone
+
+
+@contextmanager
+def patched(obj: Any, name: str, value: Any) -> Iterator[None]:
+    old = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, old)
+
+
+@contextmanager
+def vjp_wrapped(op: str, wrap: Callable[[Any, Any, Any, Any, Any], Any]) -> Iterator[None]:
+    old = OPS[op]
+    OPS[op] = replace(old, vjp=lambda ctx, o, cts, needed: wrap(old.vjp, ctx, o, cts, needed))
+    try:
+        yield
+    finally:
+        OPS[op] = old
+
+
+class Mutant(ReferenceBackend):
+    name = "mutant"
+
+    def patches(self) -> Any:
+        return patched(self, "name", self.name)  # no patch
+
+    def run(self, case: Case) -> BackendResult:
+        with self.patches():
+            return self.after(super().run(self.before(case)), case)
+
+    def before(self, case: Case) -> Case:
+        return case
+
+    def after(self, r: BackendResult, case: Case) -> BackendResult:
+        return r
+
+
+class DropFanout(Mutant):
+    """Sums all but the last contribution to a cotangent."""
+
+    name = "drop-fanout"
+
+    def patches(self) -> Any:
+        orig = backward._Ctx._sum
+        return patched(backward._Ctx, "_sum", lambda ctx, cs: orig(ctx, cs[:-1] if len(cs) > 1 else cs))
+
+
+class ZeroFillOnes(Mutant):
+    """Zero-fills with ones."""
+
+    name = "zero-fill-ones"
+
+    def patches(self) -> Any:
+        def ones(ctx: Any, t: Any) -> Any:
+            z = backward._Ctx.zeros.__wrapped__(ctx, t)  # type: ignore[attr-defined]
+            if z.op.name == "full":
+                z.op.attrs["value"] = 1.0
+            return z
+
+        return patched(backward._Ctx, "zeros", _wrapped(backward._Ctx.zeros, ones))
+
+
+def _wrapped(orig: Any, new: Any) -> Any:
+    new.__wrapped__ = orig
+    return new
+
+
+class IgnoreCotangents(Mutant):
+    name = "ignore-cotangents"
+
+    def before(self, case: Case) -> Case:
+        return replace(case, cotangents=None)
+
+
+class IgnoreNoGrad(Mutant):
+    name = "ignore-no-grad"
+
+    def before(self, case: Case) -> Case:
+        return replace(case, no_grad=[])
+
+
+class IgnoreStopGradient(Mutant):
+    name = "ignore-stop-gradient"
+
+    def before(self, case: Case) -> Case:
+        p, m = clone(case.program)
+        for op in p.walk():
+            for r in op.results:
+                r.stop_gradient = False
+        for v in p.inputs:
+            v.stop_gradient = False
+        return replace(case, program=p, no_grad=[m[v] for v in case.no_grad])
+
+
+class SwapIfBranches(Mutant):
+    """Puts each branch's backward in the other branch of the backward `if`."""
+
+    name = "swap-if-branches"
+
+    def patches(self) -> Any:
+        def wrap(vjp: Any, ctx: Any, op: Any, cts: Any, needed: Any) -> Any:
+            out = vjp(ctx, op, cts, needed)
+            made = [o for o in ctx.block.ops if o.name == "if" and o.origin is op]
+            if made:
+                then, other = made[-1].blocks
+                then.ops, other.ops = other.ops, then.ops
+                for b in (then, other):
+                    for o in b.ops:
+                        o.parent = b
+            return out
+
+        return vjp_wrapped("if", wrap)
+
+
+class ForgetLoopAccumulation(Mutant):
+    """A captured value's cotangent keeps only the last trip's contribution."""
+
+    name = "forget-loop-accumulation"
+
+    def patches(self) -> Any:
+        def wrap(vjp: Any, ctx: Any, op: Any, cts: Any, needed: Any) -> Any:
+            out = vjp(ctx, op, cts, needed)
+            for loop in [o for o in ctx.block.ops if o.name == "while" and o.origin is op]:
+                body = loop.blocks[1]
+                term = body.terminator
+                for k, v in enumerate(term.operands):
+                    if v.op is not None and v.op.name == "add" and v.op.operands[0] is body.args[k]:
+                        term.operands[k] = v.op.operands[1]
+            return out
+
+        return vjp_wrapped("while", wrap)
+
+
+class ReadOverwritten(Mutant):
+    """Reads the buffer an in-place op has overwritten instead of saving the value first."""
+
+    name = "read-overwritten"
+
+    def patches(self) -> Any:
+        return patched(backward._Ctx, "_unclobbered", lambda ctx, v: v)
+
+
+class UnusedFullLike(Mutant):
+    """Leaves an unused `full_like` in the backward program."""
+
+    name = "unused-full-like"
+
+    def patches(self) -> Any:
+        orig = backward._grad
+
+        def grad(program: Any, *a: Any) -> Any:
+            g = orig(program, *a)
+            floats = [v for v in program.inputs if getattr(v.type, "dtype", "") == "f64"]
+            if floats:
+                g.added.add(Builder(program.block).op("full_like", [floats[0]], {"value": 0.0}))
+            return g
+
+        return patched(backward, "_grad", grad)
+
+
+class ZerosForUnreachable(Mutant):
+    name = "zeros-for-unreachable"
+
+    def after(self, r: BackendResult, case: Case) -> BackendResult:
+        r.grads = [np.zeros_like(case.inputs[i]) if g is None else g for g, i in zip(r.grads, case.wrt)]
+        return r
+
+
+class RelativeError(Mutant):
+    """Every gradient off by a relative 1e-6."""
+
+    name = "relative-error"
+
+    def after(self, r: BackendResult, case: Case) -> BackendResult:
+        r.grads = [None if g is None else g * (1 + 1e-6) for g in r.grads]
+        return r
+
+
+class WrongSinRule(Mutant):
+    """d sin(x) = -cos(x)."""
+
+    name = "wrong-sin-rule"
+
+    def patches(self) -> Any:
+        return vjp_wrapped("sin", lambda vjp, ctx, op, cts, needed: [ctx.neg(v) for v in vjp(ctx, op, cts, needed)])
+
+
+class CrashOnNesting(Mutant):
+    """Aborts the process on nested control flow."""
+
+    name = "crash-on-nesting"
+
+    def before(self, case: Case) -> Case:
+        if any(op.name in ("if", "while") and op.parent is not case.program.block for op in case.program.walk()):
+            os.abort()
+        return case
+
+
+class HangOnIf(Mutant):
+    name = "hang-on-if"
+
+    def before(self, case: Case) -> Case:
+        if any(op.name == "if" for op in case.program.walk()):
+            time.sleep(3600)
+        return case
+
+
+MUTANTS = [DropFanout, ZeroFillOnes, IgnoreCotangents, IgnoreNoGrad, IgnoreStopGradient, SwapIfBranches,
+           ForgetLoopAccumulation, ReadOverwritten, UnusedFullLike, ZerosForUnreachable, RelativeError,
+           WrongSinRule, CrashOnNesting, HangOnIf]

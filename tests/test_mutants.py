@@ -1,0 +1,69 @@
+"""Mutation tests: the `quick` profile catches every deliberately wrong backend of tests/mutants.py.
+Each runs `gradcert certify` for real, in a subprocess (crash and hang in worker processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+# mutant -> (areas to certify, the oracle or status expected to catch it)
+CATCH: dict[str, tuple[str, str | set[str]]] = {
+    # a dropped contribution leaves its op dead: the invariants see it before the values differ
+    "DropFanout": ("fanout", {"reference", "invariants"}),
+    "ZeroFillOnes": ("combine_split,if", "reference"),
+    "IgnoreCotangents": ("cotangents", "reference"),
+    "IgnoreNoGrad": ("no_grad", "semantics"),
+    "IgnoreStopGradient": ("stop_gradient", "semantics"),
+    "SwapIfBranches": ("if", "reference"),
+    "ForgetLoopAccumulation": ("while", "reference"),
+    # reading a value after its in-place overwrite breaks the verifier's in-place rule
+    "ReadOverwritten": ("inplace", {"reference", "invariants"}),
+    "UnusedFullLike": ("elementwise", "invariants"),
+    "ZerosForUnreachable": ("unreachable", "semantics"),
+    "RelativeError": ("elementwise", "reference"),
+    "WrongSinRule": ("elementwise", "reference"),
+    "CrashOnNesting": ("nesting", "crash"),
+    "HangOnIf": ("if", "timeout"),
+}
+
+
+def certify(backend: str, areas: str, tmp: Path, *extra: str) -> tuple[int, list[dict[str, object]], str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    r = subprocess.run(
+        [sys.executable, "-m", "gradcert.cli", "certify", "--backend", backend, "--profile", "quick",
+         "--areas", areas, "--results", str(tmp / "r.jsonl"), "--report", str(tmp / "r.html"),
+         "--findings", str(tmp / "findings"), "--no-shrink", *extra],
+        cwd=tmp, env=env, capture_output=True, text=True, timeout=600,
+    )
+    lines = (tmp / "r.jsonl").read_text().splitlines() if (tmp / "r.jsonl").exists() else []
+    return r.returncode, [json.loads(x) for x in lines], r.stdout + r.stderr
+
+
+def test_there_are_at_least_12_mutants() -> None:
+    sys.path.insert(0, str(ROOT))
+    from tests.mutants import MUTANTS
+
+    assert len(MUTANTS) >= 12 and {m.__name__ for m in MUTANTS} == set(CATCH)
+
+
+@pytest.mark.parametrize("mutant", sorted(CATCH))
+def test_quick_profile_catches_mutant(mutant: str, tmp_path: Path) -> None:
+    areas, expected = CATCH[mutant]
+    caught_by = {expected} if isinstance(expected, str) else expected
+    isolate = ["--isolate", "yes", "--timeout", "3"] if caught_by & {"crash", "timeout"} else ["--isolate", "no"]
+    code, records, out = certify(f"tests.mutants:{mutant}", areas, tmp_path, *isolate)
+    assert code == 1, out[-3000:]
+    bad = [r for r in records if r["status"] in ("fail", "error", "crash", "timeout")]
+    assert bad, out[-3000:]
+    kinds = Counter(r["oracle"] if r["status"] == "fail" else r["status"] for r in bad)
+    assert caught_by & set(kinds), kinds
+    # every failure is saved as a case file with its replay command
+    assert all(Path(str(r["case_file"])).exists() and "gradcert replay" in str(r["replay"]) for r in bad)
