@@ -228,6 +228,19 @@ class HangOnIf(Mutant):
         return case
 
 
-MUTANTS = [DropFanout, ZeroFillOnes, IgnoreCotangents, IgnoreNoGrad, IgnoreStopGradient, SwapIfBranches,
-           ForgetLoopAccumulation, ReadOverwritten, UnusedFullLike, ZerosForUnreachable, RelativeError,
-           WrongSinRule, CrashOnNesting, HangOnIf]
+MUTANTS = [
+    DropFanout,
+    ZeroFillOnes,
+    IgnoreCotangents,
+    IgnoreNoGrad,
+    IgnoreStopGradient,
+    SwapIfBranches,
+    ForgetLoopAccumulation,
+    ReadOverwritten,
+    UnusedFullLike,
+    ZerosForUnreachable,
+    RelativeError,
+    WrongSinRule,
+    CrashOnNesting,
+    HangOnIf,
+]

@@ -38,10 +38,31 @@ CATCH: dict[str, tuple[str, str | set[str]]] = {
 def certify(backend: str, areas: str, tmp: Path, *extra: str) -> tuple[int, list[dict[str, object]], str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     r = subprocess.run(
-        [sys.executable, "-m", "gradcert.cli", "certify", "--backend", backend, "--profile", "quick",
-         "--areas", areas, "--results", str(tmp / "r.jsonl"), "--report", str(tmp / "r.html"),
-         "--findings", str(tmp / "findings"), "--no-shrink", *extra],
-        cwd=tmp, env=env, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "gradcert.cli",
+            "certify",
+            "--backend",
+            backend,
+            "--profile",
+            "quick",
+            "--areas",
+            areas,
+            "--results",
+            str(tmp / "r.jsonl"),
+            "--report",
+            str(tmp / "r.html"),
+            "--findings",
+            str(tmp / "findings"),
+            "--no-shrink",
+            *extra,
+        ],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     lines = (tmp / "r.jsonl").read_text().splitlines() if (tmp / "r.jsonl").exists() else []
     return r.returncode, [json.loads(x) for x in lines], r.stdout + r.stderr

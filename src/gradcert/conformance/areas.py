@@ -70,13 +70,18 @@ def _draw(features: Features, order: int) -> st.SearchStrategy[Case]:
     return second()
 
 
+def test_id(item: Any) -> str:
+    """`test_<area>.py::<test>`: the same however pytest was pointed at the package."""
+    return f"{item.module.__name__.rsplit('.', 1)[-1]}.py::{item.name}"
+
+
 def certify_test(area: str, features: Features) -> Callable[..., None]:
     """A `@given` test of `area` drawing from `features`; the session (a fixture) judges each case."""
     spec = AREAS[area]
 
     @given(case=_draw(features, spec.order))
     def test(gradcert_session: Any, request: Any, case: Case) -> None:
-        gradcert_session.check(request.node.nodeid, spec, case)
+        gradcert_session.check(test_id(request.node), spec, case)
 
     test._gradcert_area = spec  # type: ignore[attr-defined]
     return test

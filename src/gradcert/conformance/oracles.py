@@ -151,12 +151,9 @@ def finite_differences(case: Case, got: BackendResult, seed: int = 0) -> Verdict
         d = directional(s.program, s.inputs, direction, s.cotangents, s.held)
         if not d.valid:
             return None, 0.0, 0.0
-        pred = sum(float(np.vdot(got.grads[k], dirs[k])) for k in ks if got.grads[k] is not None)
-        scale = sum(
-            float(np.vdot(np.abs(got.grads[k]), np.abs(dirs[k])))
-            for k in ks  # type: ignore[arg-type]
-            if got.grads[k] is not None
-        ) + abs(d.value)
+        gs = [(g, dirs[k]) for k in ks if (g := got.grads[k]) is not None]
+        pred = sum(float(np.vdot(g, v)) for g, v in gs)
+        scale = sum(float(np.vdot(np.abs(g), np.abs(v))) for g, v in gs) + abs(d.value)
         err = abs(pred - d.value)
         return err <= FD_ATOL + FD_RTOL * scale, err, err / scale if scale else 0.0
 

@@ -13,7 +13,8 @@ from ..generators.case import Case
 from .api import BackendResult, Verdict
 from .areas import Area
 from .backends import ReferenceBackend, resolve
-from .oracles import judge, reference as compare_reference
+from .oracles import judge
+from .oracles import reference as compare_reference
 from .results import ResultsFile
 from .runner import InProcess, Isolated, Outcome
 
@@ -154,6 +155,7 @@ class Session:
             rec["replay"] = self.replay_command(path)
         if self.results is not None:
             self.results.append(rec)
+        self.done[(test_id, case.id)] = rec  # a case drawn twice is judged once
 
     def save(self, case: Case, v: Verdict) -> Path:
         d = self.findings / self.name

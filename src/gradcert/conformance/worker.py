@@ -20,6 +20,7 @@ def main() -> None:
     out.write(json.dumps({"ready": backend.version}) + "\n")
     out.flush()
     for line in sys.stdin:
+        reply: dict[str, object]
         try:
             case = parse_case(json.loads(line)["case"])
             reply = {"ok": result_to_json(backend.run(case))}

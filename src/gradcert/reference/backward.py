@@ -262,6 +262,11 @@ class _Ctx:
     def region(self, fwd: Block) -> _Ctx:
         return _Ctx(self.shared, fwd, Block(fwd.label), self)
 
+    def has_effects(self) -> bool:
+        """Whether the backward block built so far holds an op with side effects: it must be
+        emitted even when it yields nothing (a second-order push feeds a later pop)."""
+        return any(OPS[o.name].effects for o in self.block.walk())
+
     def add_arg(self, t: Type) -> Value:
         v = Value(t)
         v.owner = self.block

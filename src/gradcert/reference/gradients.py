@@ -54,7 +54,7 @@ def compute(
     q, m = clone(program)
     feeds = list(inputs)
     cots: list[Value | None] = []
-    for k, (y, u) in enumerate(zip(outputs, cotangents or [None] * len(outputs))):
+    for k, u in enumerate(cotangents or [None] * len(outputs)):
         if u is None:
             cots.append(None)
         else:
@@ -88,7 +88,7 @@ def first_order(
     q, m = clone(program)
     feeds: list[np.ndarray] = []
     cots: list[Value | None] = []
-    for k, (y, u) in enumerate(zip(outputs, cotangents or [None] * len(outputs))):
+    for k, u in enumerate(cotangents or [None] * len(outputs)):
         if u is None:
             cots.append(None)
         else:

@@ -67,7 +67,7 @@ def _if_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> li
         gots.append(sub.backprop(zip(blk.terminator.operands, cts), wanted))
         subs.append(sub)
     keep = [i for i in range(len(wanted)) if any(g[i] is not None for g in gots)]
-    if not keep:
+    if not keep and not any(sub.has_effects() for sub in subs):  # (second order pushes are effects)
         return [None] * (1 + len(caps))
     for sub, got in zip(subs, gots):
         sub.finish([got[i] if got[i] is not None else sub.zeros(wanted[i].type) for i in keep])
@@ -156,7 +156,7 @@ def _while_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) ->
     )
     got_args, got_caps = got[: len(carried)], got[len(carried) :]
     kept = [k for k, g in enumerate(got_caps) if g is not None]
-    if not carried and not kept:
+    if not carried and not kept and not sub.has_effects():
         return [None] * (n + len(caps))
     accs = [sub.add_arg(wanted[k].type) for k in kept]
     stack = sub.finish(
