@@ -241,3 +241,21 @@ def test_known_failures_are_expected_and_stale_entries_warned(tmp_path: Path) ->
     assert r.returncode == 0, r.stdout[-2000:]
     assert "xfailed" in r.stdout
     assert "known-failures entry 'test_nowhere.py::test_gone' for wrong-sin-rule matches no test" in r.stdout + r.stderr
+
+
+def test_exhaustive_mode_judges_every_element() -> None:
+    from gradcert.conformance.oracles import full_jacobian
+
+    case = next(
+        c
+        for c in map(draw_case, range(300))
+        if sum(c.inputs[i].size for i in c.wrt) <= 12 and any(g is not None for g in ReferenceBackend().run(c).grads)
+    )
+    ref = ReferenceBackend().run(case)
+    assert full_jacobian(case, ref) is None
+    k = next(i for i, g in enumerate(ref.grads) if g is not None)
+    off = [g.copy() if g is not None else None for g in ref.grads]
+    off[k].flat[0] += 1e-3  # type: ignore[union-attr]
+    v = full_jacobian(case, BackendResult(off))
+    if v is None or v.status != "invalid":
+        assert v is not None and v.status == "fail" and v.inputs == [case.program.inputs[case.wrt[k]].name]

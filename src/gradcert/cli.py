@@ -132,6 +132,8 @@ def cmd_certify(args: argparse.Namespace) -> int:
         pytest_args += ["--gradcert-db", args.db]
     if args.no_shrink:
         pytest_args += ["--gradcert-no-shrink"]
+    if args.exhaustive:
+        pytest_args += ["--gradcert-exhaustive"]
     if workers != "1":
         pytest_args += ["-n", workers]
     code = int(pytest.main(pytest_args))
@@ -205,6 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cert.add_argument("--seed", type=int, default=0)
     cert.add_argument("--db", default="", help="hypothesis example database folder")
     cert.add_argument("--no-shrink", action="store_true", help="report failures as found, unshrunk (faster)")
+    cert.add_argument("--exhaustive", action="store_true", help="full-Jacobian finite differences for small programs")
     cert.set_defaults(func=cmd_certify)
 
     rep = sub.add_parser("replay", help="judge one saved case again")

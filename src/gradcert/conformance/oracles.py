@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..generators.case import Case
-from ..reference.finite_diff import directional, held_values
+from ..reference.finite_diff import directional, held_values, jacobian_vjp
 from ..reference.gradients import first_order
 from ..reference.interpreter import run
 from ..reference.ir import Program
@@ -176,8 +176,41 @@ def finite_differences(case: Case, got: BackendResult, seed: int = 0) -> Verdict
     )
 
 
-def judge(case: Case, got: BackendResult, ref: BackendResult, seed: int = 0) -> Verdict:
-    """The first oracle that fails, else `invalid` if finite differences cannot judge, else pass."""
+def full_jacobian(case: Case, got: BackendResult) -> Verdict | None:
+    """Exhaustive mode, for small programs: every gradient element against finite differences
+    along that element alone (one directional estimate per input element)."""
+    s = _setup(case)
+    names = _names(case)
+    positions = [case.wrt[k] for k in s.free]
+    expect, valid = jacobian_vjp(s.program, s.inputs, positions, s.cotangents, s.held)
+    if not valid:
+        return Verdict("invalid", "full_jacobian", "a branch, trip count or kink flipped under perturbation")
+    wrong, worst = [], 0.0
+    for k, e in zip(s.free, expect):
+        g = got.grads[k] if got.grads[k] is not None else np.zeros_like(e)
+        err = float(np.max(np.abs(g - e))) if e.size else 0.0
+        if err > FD_ATOL + FD_RTOL * (float(np.max(np.abs(e))) if e.size else 0.0) * 10:
+            wrong.append(names[k])
+            worst = max(worst, err)
+    if not wrong:
+        return None
+    return Verdict(
+        "fail",
+        "full_jacobian",
+        f"gradient of {', '.join('%' + n for n in wrong)} differs from the "
+        f"finite-difference Jacobian (max abs {worst:.3g})",
+        wrong,
+        worst,
+        actual=_listing(got.grads, names),
+    )
+
+
+EXHAUSTIVE_MAX = 24  # input elements up to which `exhaustive` runs the full-Jacobian mode
+
+
+def judge(case: Case, got: BackendResult, ref: BackendResult, seed: int = 0, exhaustive: bool = False) -> Verdict:
+    """The first oracle that fails, else `invalid` if finite differences cannot judge, else pass.
+    With `exhaustive`, programs with at most EXHAUSTIVE_MAX input elements get the full Jacobian."""
     for oracle in (semantics, reference):
         v = oracle(case, got, ref)
         if v is not None:
@@ -185,5 +218,6 @@ def judge(case: Case, got: BackendResult, ref: BackendResult, seed: int = 0) -> 
     v = invariants(got)
     if v is not None:
         return v
-    v = finite_differences(case, got, seed)
+    small = sum(case.inputs[i].size for i in case.wrt) <= EXHAUSTIVE_MAX
+    v = full_jacobian(case, got) if exhaustive and small else finite_differences(case, got, seed)
     return v if v is not None else Verdict("pass")

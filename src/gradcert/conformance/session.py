@@ -35,8 +35,9 @@ class Session:
         isolate: bool | None = None,
         timeout: float = 60.0,
         seed: int = 0,
+        exhaustive: bool = False,
     ) -> None:
-        self.spec, self.profile, self.seed = spec, profile, seed
+        self.spec, self.profile, self.seed, self.exhaustive = spec, profile, seed, exhaustive
         backend = resolve(spec)  # fails fast, in this process, for an unknown backend
         self.name = backend.name
         self.capabilities = backend.capabilities
@@ -95,7 +96,7 @@ class Session:
             ref = self.reference.run(case) if self.spec != "reference" else got
         except Exception as e:  # the reference cannot judge this case
             return Verdict("unsupported", "reference", f"reference backward: {e}"), timings
-        verdict = judge(case, got, ref, seed=self.seed)
+        verdict = judge(case, got, ref, seed=self.seed, exhaustive=self.exhaustive)
         if verdict.status == "pass" and area.check == "linearity" and case.cotangents is not None:
             verdict = self._linearity(case, got)
         timings["oracles"] = time.perf_counter() - t
