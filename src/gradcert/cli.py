@@ -172,6 +172,20 @@ class UsageError(Exception):
     pass
 
 
+def cmd_fuzz(args: argparse.Namespace) -> int:
+    from .conformance import fuzz
+    from .conformance.areas import AREAS
+    from .conformance.backends import resolve
+
+    args.backend_name = resolve(args.backend).name
+    unknown = [a for a in args.areas.split(",") if a and a.strip() not in AREAS]
+    if unknown:
+        raise UsageError(f"unknown area(s) {', '.join(unknown)}")
+    if args.minutes <= 0:
+        raise UsageError("--minutes must be positive")
+    return fuzz.run(args)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -217,6 +231,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     rep.add_argument("--isolate", default="auto", choices=("auto", "yes", "no"))
     rep.add_argument("--timeout", type=float, default=60.0)
     rep.set_defaults(func=cmd_replay)
+
+    fz = sub.add_parser("fuzz", help="fuzz a backend for a time budget (nightly profile, example database)")
+    fz.add_argument("--backend", default="reference")
+    fz.add_argument("--minutes", type=float, default=10.0)
+    fz.add_argument("--workers", default="1", help="worker processes: a number or auto")
+    fz.add_argument("--db", default="reports/fuzz-db", help="hypothesis example database folder")
+    fz.add_argument("--results", default="", help="results file (default reports/BACKEND-fuzz.jsonl)")
+    fz.add_argument("--findings", default="reports/findings", help="folder of saved failing cases")
+    fz.add_argument("--areas", default="", help="comma-separated areas (default: all)")
+    fz.add_argument("--report", default="", help="also render an HTML report here")
+    fz.add_argument("--isolate", default="auto", choices=("auto", "yes", "no"))
+    fz.add_argument("--timeout", type=float, default=60.0)
+    fz.set_defaults(func=cmd_fuzz)
 
     report = sub.add_parser("report", help="render results files into one HTML report")
     report.add_argument("results", nargs="+", metavar="RESULTS")

@@ -20,6 +20,7 @@ SEED = "--gradcert-seed"
 DB = "--gradcert-db"
 NO_SHRINK = "--gradcert-no-shrink"
 EXHAUSTIVE = "--gradcert-exhaustive"
+BUDGET = "--gradcert-budget"
 KNOWN = Path(__file__).parent / "known_failures"
 
 PROFILES: dict[str, dict[str, Any]] = {
@@ -41,6 +42,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(DB, default=None, help="hypothesis example database folder (nightly)")
     g.addoption(NO_SHRINK, action="store_true", help="report failures as found, without shrinking them")
     g.addoption(EXHAUSTIVE, action="store_true", help="full finite-difference Jacobian for small programs")
+    g.addoption(BUDGET, type=float, default=None, help="seconds each test may draw cases for (fuzzing)")
 
 
 def _register_profiles(db: str | None, shrink: bool) -> None:
@@ -84,6 +86,8 @@ def gradcert_session(request: pytest.FixtureRequest) -> Any:
         None if iso == "auto" else iso == "yes",
         c.getoption(TIMEOUT),
         c.getoption(SEED),
+        exhaustive=c.getoption(EXHAUSTIVE),
+        budget=c.getoption(BUDGET),
     )
     yield s
     s.close()

@@ -36,6 +36,7 @@ class Session:
         timeout: float = 60.0,
         seed: int = 0,
         exhaustive: bool = False,
+        budget: float | None = None,
     ) -> None:
         self.spec, self.profile, self.seed, self.exhaustive = spec, profile, seed, exhaustive
         backend = resolve(spec)  # fails fast, in this process, for an unknown backend
@@ -51,6 +52,11 @@ class Session:
         # timeout) for every shrink step, so such a test stops running the backend and the
         # case that crashed it stands as found.
         self.broken: set[str] = set()
+        # fuzzing: seconds each test may draw new cases for (a test that has failed may finish
+        # shrinking whatever the time)
+        self.budget = budget
+        self.started: dict[str, float] = {}
+        self.failed: set[str] = set()
 
     def close(self) -> None:
         self.runner.close()
@@ -64,6 +70,11 @@ class Session:
         case = replace(case, area=area.name)
         if test_id in self.broken:
             return Verdict("pass", message="not run: this test's backend crashed or hung")
+        start = self.started.setdefault(test_id, time.monotonic())
+        if self.budget is not None and test_id not in self.failed and time.monotonic() - start > self.budget:
+            import pytest
+
+            pytest.skip(f"time budget of {self.budget:.0f} s spent")
         key = (test_id, case.id)
         if key in self.done:  # a rerun: this case's verdict is already written
             old = self.done[key]
@@ -76,6 +87,7 @@ class Session:
         if verdict.status in ("crash", "timeout"):
             self.broken.add(test_id)
         if verdict.status in FAILING:
+            self.failed.add(test_id)
             raise CaseFailed(self._report(case, verdict))
         return verdict
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import math
 import platform
 import time
 from pathlib import Path
@@ -39,11 +40,62 @@ def render(paths: list[str | Path], title: str = "gradcert conformance report") 
         meta=meta,
         total=len(records),
         escape=html.escape,
+        plot=error_plot(records),
     )
 
 
+def error_plot(records: list[dict[str, Any]], width: int = 640, height: int = 220) -> str:
+    """An inline SVG histogram of log10(relative error) of each judged gradient, per backend."""
+    by: dict[str, list[float]] = {}
+    for r in records:
+        if r.get("oracle") in ("finite_differences", "reference") and r["status"] in ("pass", "fail"):
+            rel = float(r.get("max_rel") or 0.0)
+            by.setdefault(r["backend"], []).append(math.log10(min(max(rel, 1e-18), 1.0)))
+    if not by:
+        return ""
+    lo, hi, nbins = -18.0, 0.0, 36
+    colours = ["#3a7bd5", "#d5553a", "#2a9d5b", "#a03ad5", "#d5b23a"]
+    counts = {b: [0] * nbins for b in by}
+    for b, xs in by.items():
+        for x in xs:
+            counts[b][min(nbins - 1, max(0, int((x - lo) / (hi - lo) * nbins)))] += 1
+    top = max(max(c) for c in counts.values()) or 1
+    left, bottom, plot_w, plot_h = 40, 30, width - 50, height - 50
+    bw = plot_w / nbins / len(by)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" class="errors" '
+        f'role="img" aria-label="distribution of relative errors">',
+        f'<line x1="{left}" y1="{height - bottom}" x2="{width - 10}" y2="{height - bottom}" stroke="#444"/>',
+    ]
+    for i, b in enumerate(sorted(by)):
+        colour = colours[i % len(colours)]
+        for k, n in enumerate(counts[b]):
+            if n:
+                h = plot_h * n / top
+                x = left + k * plot_w / nbins + i * bw
+                parts.append(
+                    f'<rect x="{x:.1f}" y="{height - bottom - h:.1f}" width="{bw:.1f}" height="{h:.1f}" '
+                    f'fill="{colour}"><title>{html.escape(b)}: {n} cases near 1e{lo + k * (hi - lo) / nbins:.1f}'
+                    "</title></rect>"
+                )
+        parts.append(
+            f'<text x="{width - 170}" y="{20 + 14 * i}" font-size="12" fill="{colour}">'
+            f"{html.escape(b)} ({len(by[b])} cases)</text>"
+        )
+    for e in range(int(lo), int(hi) + 1, 3):
+        x = left + (e - lo) / (hi - lo) * plot_w
+        parts.append(f'<text x="{x:.1f}" y="{height - 10}" font-size="11" text-anchor="middle">1e{e}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def write(paths: list[str | Path], out: str | Path) -> Path:
+    """The HTML report at `out`, with its JSON summary (.json) and JUnit XML (.xml) beside it."""
+    from .writers import write_json, write_junit
+
     p = Path(out)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(render(paths))
+    write_json(paths, p.with_suffix(".json"))
+    write_junit(paths, p.with_suffix(".xml"))
     return p

@@ -1,0 +1,128 @@
+"""The HTML report, checked in a real headless Chromium: what a reader sees (matrix cells, a
+failure's program text and replay command), with a screenshot kept as an artefact; and the JSON
+summary and JUnit XML written beside it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from .conftest import ROOT
+
+ENV = dict(os.environ, PYTHONPATH=str(ROOT))
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTEFACTS = ROOT / "reports" / "screenshots"
+
+
+def chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        pytest.fail("the report test needs Debian's chromium: apt-get install chromium (.ci/run does)")
+    return exe
+
+
+def cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gradcert.cli", *args], cwd=tmp, env=ENV, capture_output=True, text=True, timeout=600
+    )
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("report")
+    ok = cli(tmp, "certify", "--profile", "quick", "--areas", "elementwise,if", "--results", "ref.jsonl")
+    assert ok.returncode == 0, ok.stdout[-2000:]
+    bad = cli(
+        tmp,
+        "certify",
+        "--backend",
+        "tests.mutants:WrongSinRule",
+        "--profile",
+        "quick",
+        "--areas",
+        "elementwise",
+        "--isolate",
+        "no",
+        "--results",
+        "mut.jsonl",
+    )
+    assert bad.returncode == 1
+    out = cli(tmp, "report", "ref.jsonl", "mut.jsonl", "-o", "both.html")
+    assert out.returncode == 0, out.stderr
+    return tmp / "both.html"
+
+
+def render(exe: str, page: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    profile = page.parent / "chromium-profile"
+    return subprocess.run(
+        [exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args, page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_reader_sees_the_matrix_and_the_failure(report: Path) -> None:
+    dom = render(chromium(), report, "--dump-dom").stdout
+    assert "<table" in dom, "chromium rendered nothing"
+    records = [json.loads(x) for f in ("ref.jsonl", "mut.jsonl") for x in (report.parent / f).read_text().splitlines()]
+    for backend in ("reference", "wrong-sin-rule"):
+        row = re.search(rf'data-backend="{backend}".*?data-area="elementwise">(.*?)</tr>', dom, re.S)
+        assert row, backend
+        cells = dict(re.findall(r'data-status="(\w+)">(\d+)<', row.group(1)))
+        mine = [r for r in records if r["backend"] == backend and r["area"] == "elementwise"]
+        assert int(cells["pass"]) == sum(r["status"] == "pass" for r in mine)
+        assert int(cells["fail"]) == sum(r["status"] == "fail" for r in mine)
+    assert "wrong-sin-rule" in dom and "Comparison" in dom and "Error distribution" in dom
+    failure = next(r for r in records if r["status"] == "fail")
+    program = failure["case"].split("---")[0]
+    assert re.search(r"sin\(%", program) and program.splitlines()[0] in dom
+    assert "gradcert replay" in dom and "tests.mutants:WrongSinRule" in dom
+    assert "<svg" in dom and "<rect" in dom
+
+
+def test_screenshot_is_kept_as_an_artefact(report: Path) -> None:
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTEFACTS / "report.png"
+    shot.unlink(missing_ok=True)
+    render(chromium(), report, "--window-size=1200,1800", f"--screenshot={shot}")
+    assert shot.exists() and shot.stat().st_size > 20_000
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_is_self_contained(report: Path) -> None:
+    html = report.read_text()
+    assert not re.search(r"<(link|script)[^>]+(href|src)=", html)
+    assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", html)
+
+
+def test_json_summary_and_junit_beside_it(report: Path) -> None:
+    summary = json.loads(report.with_suffix(".json").read_text())
+    assert summary["backends"]["reference"]["totals"].get("fail", 0) == 0
+    assert summary["backends"]["wrong-sin-rule"]["totals"]["fail"] >= 1
+    assert summary["failures"] and summary["failures"][0]["replay"].startswith("gradcert replay")
+    root = ET.parse(report.with_suffix(".xml")).getroot()
+    suites = {s.get("name"): s for s in root}
+    assert int(suites["wrong-sin-rule.elementwise"].get("failures", "0")) >= 1
+    assert suites["reference.elementwise"].get("failures") == "0"
+
+
+def test_report_of_a_missing_results_file_is_exit_2(tmp_path: Path) -> None:
+    r = cli(tmp_path, "report", "nope.jsonl")
+    assert r.returncode == 2 and r.stderr.strip() == "gradcert: error: nope.jsonl: no such results file"
