@@ -244,3 +244,15 @@ MUTANTS = [
     CrashOnNesting,
     HangOnIf,
 ]
+
+
+class NoLoops(ReferenceBackend):
+    """A correct backend that declares no `while`: it must never be asked for one."""
+
+    name = "no-loops"
+    capabilities = ReferenceBackend.capabilities - {"while"}
+
+    def run(self, case: Case) -> BackendResult:
+        if any(op.name == "while" for op in case.program.walk()):
+            raise AssertionError("asked for a loop although `while` is not among its capabilities")
+        return super().run(case)

@@ -259,3 +259,13 @@ def test_exhaustive_mode_judges_every_element() -> None:
     v = full_jacobian(case, BackendResult(off))
     if v is None or v.status != "invalid":
         assert v is not None and v.status == "fail" and v.inputs == [case.program.inputs[case.wrt[k]].name]
+
+
+def test_capabilities_narrow_every_area_and_skip_what_needs_them(tmp_path: Path) -> None:
+    code, records, out = certify(
+        "tests.mutants:NoLoops", "inplace,while,nesting,multi_output", tmp_path, "--isolate", "no"
+    )
+    assert code == 0, out[-3000:]
+    assert {r["area"] for r in records} == {"inplace", "multi_output"}
+    assert all("while(" not in r["case"] for r in records)
+    assert "skipped" in out

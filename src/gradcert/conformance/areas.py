@@ -58,7 +58,16 @@ def feats(*enabled: str, required: tuple[str, ...] = (), depth: int = 1, ops: in
     return Features(frozenset(enabled) | frozenset(required), ops, depth, True, frozenset(required))
 
 
+# The backend's declared capabilities, set by the plugin before the first draw: every area's
+# features are narrowed by them, so no case asks for what the backend says it lacks.
+CAPABILITIES: frozenset[str] | None = None
+
+
 def _draw(features: Features, order: int) -> st.SearchStrategy[Case]:
+    return st.deferred(lambda: _strategy(features if CAPABILITIES is None else features.narrow(CAPABILITIES), order))
+
+
+def _strategy(features: Features, order: int) -> st.SearchStrategy[Case]:
     if order == 1:
         return cases(features)
 

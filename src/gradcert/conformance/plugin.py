@@ -117,6 +117,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         backend = resolve(spec)
     except UnknownBackend as e:
         raise pytest.UsageError(str(e)) from None
+    from . import areas
+
+    areas.CAPABILITIES = frozenset(backend.capabilities)
     known = known_failures(backend.name)
     matched: set[str] = set()
     for item in items:
