@@ -90,7 +90,7 @@ def show_case(path: str) -> None:
 def cmd_certify(args: argparse.Namespace) -> int:
     import pytest
 
-    from .conformance.areas import AREAS
+    from .conformance.areas import AREAS, command_line
     from .conformance.backends import resolve
 
     backend = resolve(args.backend)
@@ -100,42 +100,16 @@ def cmd_certify(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown area(s) {', '.join(unknown)} (known: {', '.join(AREAS)})")
     stem = f"reports/{backend.name}-{args.profile}"
     results = args.results or f"{stem}.jsonl"
-    workers = args.workers
-    pytest_args = [
-        "--pyargs",
-        *(f"gradcert.conformance.test_{a}" for a in areas),
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        "-W",
-        "ignore::DeprecationWarning",
-        "--gradcert-backend",
-        args.backend,
-        "--gradcert-profile",
-        args.profile,
-        "--gradcert-results",
-        results,
-        "--gradcert-findings",
-        args.findings,
-        "--gradcert-isolate",
-        args.isolate,
-        "--gradcert-timeout",
-        str(args.timeout),
-        "--gradcert-seed",
-        str(args.seed),
-        "--rootdir",
-        ".",
-        "-c",
-        "/dev/null",
-    ]
+    pytest_args = command_line(
+        areas, args.backend, args.profile, results, args.findings, args.isolate, args.timeout, args.workers
+    )
+    pytest_args += ["--gradcert-seed", str(args.seed)]
     if args.db:
         pytest_args += ["--gradcert-db", args.db]
     if args.no_shrink:
         pytest_args += ["--gradcert-no-shrink"]
     if args.exhaustive:
         pytest_args += ["--gradcert-exhaustive"]
-    if workers != "1":
-        pytest_args += ["-n", workers]
     code = int(pytest.main(pytest_args))
     report = args.report or f"{stem}.html"
     from .reports.html import write

@@ -94,3 +94,42 @@ def certify_test(area: str, features: Features) -> Callable[..., None]:
 
     test._gradcert_area = spec  # type: ignore[attr-defined]
     return test
+
+
+def command_line(
+    areas: list[str],
+    backend: str,
+    profile: str,
+    results: str,
+    findings: str,
+    isolate: str,
+    timeout: float,
+    workers: str = "1",
+) -> list[str]:
+    """The pytest command line (after `pytest`) that runs `areas` against `backend`."""
+    args = [
+        "--pyargs",
+        *(f"gradcert.conformance.test_{a}" for a in areas),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-W",
+        "ignore::DeprecationWarning",
+        "--rootdir",
+        ".",
+        "-c",
+        "/dev/null",
+        "--gradcert-backend",
+        backend,
+        "--gradcert-profile",
+        profile,
+        "--gradcert-results",
+        results,
+        "--gradcert-findings",
+        findings,
+        "--gradcert-isolate",
+        isolate,
+        "--gradcert-timeout",
+        str(timeout),
+    ]
+    return args + (["-n", workers] if workers not in ("", "1") else [])

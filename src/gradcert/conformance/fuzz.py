@@ -22,7 +22,7 @@ from typing import Any
 
 from ..generators.case import parse_case
 from .api import STATUSES
-from .areas import AREAS
+from .areas import AREAS, command_line
 from .results import read_records
 from .session import FAILING
 
@@ -46,36 +46,14 @@ def run(args: Any) -> int:
         sys.executable,
         "-m",
         "pytest",
-        "--pyargs",
-        *(f"gradcert.conformance.test_{a}" for a in areas),
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        "-W",
-        "ignore::DeprecationWarning",
-        "--rootdir",
-        ".",
-        "-c",
-        "/dev/null",
-        "--gradcert-backend",
-        args.backend,
-        "--gradcert-profile",
-        "nightly",
-        "--gradcert-results",
-        str(results),
-        "--gradcert-findings",
-        str(findings),
+        *command_line(
+            areas, args.backend, "nightly", str(results), str(findings), args.isolate, args.timeout, str(workers)
+        ),
         "--gradcert-db",
         args.db,
         "--gradcert-budget",
         f"{budget:.1f}",
-        "--gradcert-timeout",
-        str(args.timeout),
-        "--gradcert-isolate",
-        args.isolate,
     ]
-    if workers != 1:
-        cmd += ["-n", str(workers)]
     offset = sum(1 for _ in read_records([results]))
     known = _index(findings)
     t0 = time.monotonic()

@@ -32,6 +32,22 @@ def _type_of(x: Any) -> TensorType:
     return TensorType(tuple(a.shape), _DTYPES.get(str(a.dtype), "f64"))
 
 
+def _cotangent_inputs(
+    q: Program, n: int, cotangents: Sequence[np.ndarray | None] | None
+) -> tuple[list[Value | None], list[np.ndarray]]:
+    """Explicit cotangents as new inputs of `q` (None where defaulted), and the arrays to feed.
+    Each is typed as given, so that a cotangent of the wrong shape is the backward's to refuse."""
+    cots: list[Value | None] = []
+    feeds: list[np.ndarray] = []
+    for k, u in enumerate(cotangents or [None] * n):
+        if u is None:
+            cots.append(None)
+        else:
+            cots.append(add_input(q, f"__cotangent{k}", _type_of(u)))
+            feeds.append(np.asarray(u))
+    return cots, feeds
+
+
 def add_input(program: Program, name: str, type: Any) -> Value:
     v = Value(type, name)
     v.owner = program.block
@@ -52,15 +68,8 @@ def compute(
 
     Explicit cotangents are fed as extra inputs of the transformed copy, as Paddle feeds them."""
     q, m = clone(program)
-    feeds = list(inputs)
-    cots: list[Value | None] = []
-    for k, u in enumerate(cotangents or [None] * len(outputs)):
-        if u is None:
-            cots.append(None)
-        else:
-            # typed as given, so that a cotangent of the wrong shape is the backward's to refuse
-            cots.append(add_input(q, f"__cotangent{k}", _type_of(u)))
-            feeds.append(u)
+    cots, extra = _cotangent_inputs(q, len(outputs), cotangents)
+    feeds = [*inputs, *extra]
     before = snapshot(q)
     g = grad(q, [m[y] for y in outputs], [m[w] for w in wrt], cots, [m[v] for v in no_grad])
     fetch = [v for v in g.grads if v is not None]
@@ -86,14 +95,7 @@ def first_order(
     Explicit cotangents become extra inputs at the end (returned as arrays to feed); the inputs
     keep their positions. Differentiating the copy again gives second-order gradients."""
     q, m = clone(program)
-    feeds: list[np.ndarray] = []
-    cots: list[Value | None] = []
-    for k, u in enumerate(cotangents or [None] * len(outputs)):
-        if u is None:
-            cots.append(None)
-        else:
-            cots.append(add_input(q, f"__cotangent{k}", _type_of(u)))
-            feeds.append(np.asarray(u))
+    cots, feeds = _cotangent_inputs(q, len(outputs), cotangents)
     g = grad(q, [m[y] for y in outputs], [m[w] for w in wrt], cots, [m[v] for v in no_grad])
     q.outputs = [v for v in g.grads if v is not None]
     return q, feeds
