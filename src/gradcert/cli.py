@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -12,6 +13,7 @@ from .reference.backward import BackwardError, grad
 from .reference.domains import safe_inputs
 from .reference.finite_diff import held_values, jacobian_vjp
 from .reference.interpreter import Interpreter, InterpreterError, namespace, to_numpy
+from .reference.ir import Program
 from .reference.loader import ProgramFileError, load_program
 from .reference.text import print_program
 from .reference.types import is_differentiable
@@ -46,10 +48,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def show_grad(program: object, xs: list[np.ndarray], xp: object) -> None:
-    from .reference.ir import Program
-
-    assert isinstance(program, Program)
+def show_grad(program: Program, xs: list[np.ndarray], xp: Any) -> None:
+    """Build the reference backward, print it with origins, and compare with finite differences."""
     wrt = [i for i, v in enumerate(program.inputs) if is_differentiable(v.type) and not v.stop_gradient]
     outs = [v for v in program.outputs if is_differentiable(v.type)]
     base = Interpreter().run(program, xs)
@@ -62,7 +62,7 @@ def show_grad(program: object, xs: list[np.ndarray], xp: object) -> None:
     print("backward program:")
     print(print_program(program, origins=True), end="")
     fetch = [v for v in g.grads if v is not None]
-    got = iter(Interpreter(xp).run(program, [xp.asarray(x) for x in xs], fetch=fetch).outputs)  # type: ignore[attr-defined]
+    got = iter(Interpreter(xp).run(program, [xp.asarray(x) for x in xs], fetch=fetch).outputs)
     print("gradients (finite differences" + ("" if valid else ", NOT VALID: a branch or kink flipped") + "):")
     for i, gv, e in zip(wrt, g.grads, expect):
         name = program.inputs[i].name

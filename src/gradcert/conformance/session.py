@@ -76,7 +76,8 @@ class Session:
 
             pytest.skip(f"time budget of {self.budget:.0f} s spent")
         key = (test_id, case.id)
-        if key in self.done:  # a rerun: this case's verdict is already written
+        if key in self.done and self.done[key]["status"] not in FAILING:
+            # a rerun: this case's verdict is written (a failure is judged again: it may be fixed)
             old = self.done[key]
             verdict = Verdict(old["status"], old.get("oracle", ""), old.get("message", ""))
         else:

@@ -1,9 +1,10 @@
 """Hypothesis strategies for cases (program + inputs + gradient request).
 
-`cases(features)` draws with every choice recorded, so a failing case shrinks: the number of
-steps to 1, each menu choice to its first entry (the simplest op), swarm switches to "off",
-values to the newest in the pool, input elements to 0. Shrunk cases are small programs of a few
-ops that still hold the failure.
+`cases(features)` draws with every choice recorded, so a failing case shrinks: steps are dropped
+(each follows a "go on" flag that shrinks to "stop"), each menu choice goes to its first entry
+(the simplest family and op), operands to the newest value in the pool, swarm switches to "on"
+(so no feature is hidden from a smaller program), loop trip counts to 0 and input elements to 0.
+Shrunk cases are programs of a few ops that still hold the failure.
 """
 
 from __future__ import annotations
