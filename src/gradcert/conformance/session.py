@@ -52,6 +52,7 @@ class Session:
         # timeout) for every shrink step, so such a test stops running the backend and the
         # case that crashed it stands as found.
         self.broken: set[str] = set()
+        self.judged: set[tuple[str, str]] = set()  # (test id, case id) judged by this session
         # fuzzing: seconds each test may draw new cases for (a test that has failed may finish
         # shrinking whatever the time)
         self.budget = budget
@@ -76,8 +77,8 @@ class Session:
 
             pytest.skip(f"time budget of {self.budget:.0f} s spent")
         key = (test_id, case.id)
-        if key in self.done and self.done[key]["status"] not in FAILING:
-            # a rerun: this case's verdict is written (a failure is judged again: it may be fixed)
+        if key in self.done and (key in self.judged or self.done[key]["status"] not in FAILING):
+            # judged already (a failure from an earlier run is judged again: it may be fixed)
             old = self.done[key]
             verdict = Verdict(old["status"], old.get("oracle", ""), old.get("message", ""))
         else:
@@ -170,6 +171,7 @@ class Session:
         if self.results is not None:
             self.results.append(rec)
         self.done[(test_id, case.id)] = rec  # a case drawn twice is judged once
+        self.judged.add((test_id, case.id))
 
     def save(self, case: Case, v: Verdict) -> Path:
         d = self.findings / self.name
