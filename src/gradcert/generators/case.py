@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..reference.ir import Block, Program, Value
-from ..reference.loader import ProgramFileError, parse_source
+from ..reference.loader import ProgramFileError, parse_source, read_source
 from ..reference.ops import OPS
 from ..reference.text import Namer, print_program
 from ..reference.types import is_differentiable
@@ -142,14 +142,7 @@ def parse_case(text: str, name: str = "<case>") -> Case:
 
 
 def load_case(path: str | Path) -> Case:
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise CaseFileError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise CaseFileError(f"{p}: cannot read: {e}") from None
-    return parse_case(text, str(p))
+    return parse_case(read_source(path, CaseFileError), str(path))
 
 
 def describe_program(block: Block, inputs: Sequence[Value], outputs: Sequence[Value] = ()) -> set[str]:

@@ -13,15 +13,19 @@ class ProgramFileError(Exception):
     """A program file that is missing, malformed or ill-typed; str() is one line naming the place."""
 
 
-def load_program(path: str | Path) -> Program:
+def read_source(path: str | Path, error: type[Exception] = ProgramFileError) -> str:
+    """The text of a file, or `error` with one line: missing, or unreadable and why."""
     p = Path(path)
     try:
-        src = p.read_text()
+        return p.read_text()
     except FileNotFoundError:
-        raise ProgramFileError(f"{p}: no such file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
-        raise ProgramFileError(f"{p}: cannot read: {e}") from None
-    return parse_source(src, str(p))
+        raise error(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise error(f"{p}: cannot read: {e}") from None
+
+
+def load_program(path: str | Path) -> Program:
+    return parse_source(read_source(path), str(path))
 
 
 def parse_source(src: str, name: str = "<text>") -> Program:
