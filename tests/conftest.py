@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,3 +14,20 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.gc"))
 @pytest.fixture(params=EXAMPLES, ids=lambda p: p.stem)
 def example(request: pytest.FixtureRequest) -> Path:
     return request.param  # type: ignore[no-any-return]
+
+
+ENV = dict(os.environ, PYTHONPATH=str(ROOT))  # so that worker processes import tests.mutants
+
+
+def run_cli(
+    *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """`gradcert ARGS...` as a real subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "gradcert.cli", *args],
+        cwd=cwd,
+        env=env or ENV,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from .conftest import EXAMPLES, ROOT
-
-
-def gradcert(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gradcert.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=120
-    )
+from .conftest import EXAMPLES, run_cli
 
 
 def test_show_every_example() -> None:
-    r = gradcert("show", *map(str, EXAMPLES))
+    r = run_cli("show", *map(str, EXAMPLES))
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("== ") == len(EXAMPLES)
     assert r.stdout.count("outputs:") == len(EXAMPLES)
@@ -44,7 +36,7 @@ def test_bad_file_exits_2_with_one_line(kind: str, tmp_path: Path) -> None:
     src, words = BAD[kind]
     f = tmp_path / f"{kind}.gc"
     f.write_text(src)
-    r = gradcert("show", str(f))
+    r = run_cli("show", str(f))
     assert r.returncode == 2
     assert r.stdout == ""
     lines = r.stderr.strip().splitlines()
@@ -53,13 +45,13 @@ def test_bad_file_exits_2_with_one_line(kind: str, tmp_path: Path) -> None:
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    r = gradcert("show", str(tmp_path / "nope.gc"))
+    r = run_cli("show", str(tmp_path / "nope.gc"))
     assert r.returncode == 2
     assert r.stderr.strip() == f"gradcert: error: {tmp_path / 'nope.gc'}: no such file"
 
 
 def test_show_grad_prints_backward_and_fd() -> None:
-    r = gradcert("show", "--grad", "examples/while_basic.gc")
+    r = run_cli("show", "--grad", "examples/while_basic.gc")
     assert r.returncode == 0, r.stderr
     assert "backward program:" in r.stdout and "tuple_pop" in r.stdout and "has_elements" in r.stdout
     errs = [float(line.rsplit(" ", 1)[1]) for line in r.stdout.splitlines() if "max abs err" in line]
@@ -67,5 +59,5 @@ def test_show_grad_prints_backward_and_fd() -> None:
 
 
 def test_unknown_device_is_usage_error() -> None:
-    r = gradcert("show", "--device", "tpu", str(EXAMPLES[0]))
+    r = run_cli("show", "--device", "tpu", str(EXAMPLES[0]))
     assert r.returncode == 2

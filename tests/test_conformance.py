@@ -21,20 +21,12 @@ from gradcert.conformance.results import ResultsFile, ResultsFileError, read_rec
 from gradcert.conformance.runner import Isolated, Outcome
 from gradcert.generators import draw_case
 
-from .conftest import ROOT
+from .conftest import ENV, ROOT, run_cli
 from .test_mutants import certify
-
-ENV = dict(os.environ, PYTHONPATH=str(ROOT))
-
-
-def gradcert(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gradcert.cli", *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=600
-    )
 
 
 def test_unknown_backend_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    r = gradcert("certify", "--backend", "no-such-backend", cwd=tmp_path)
+    r = run_cli("certify", "--backend", "no-such-backend", cwd=tmp_path)
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
         "gradcert: error: unknown backend 'no-such-backend' (known: reference; or use module:attribute)"
@@ -144,16 +136,16 @@ def test_replay_reproduces_a_saved_failure(tmp_path: Path) -> None:
     code, records, _ = certify("tests.mutants:WrongSinRule", "elementwise", tmp_path, "--isolate", "no")
     assert code == 1
     saved = next(r["case_file"] for r in records if r["status"] == "fail")
-    bad = gradcert("replay", str(saved), "--backend", "tests.mutants:WrongSinRule", cwd=tmp_path)
+    bad = run_cli("replay", str(saved), "--backend", "tests.mutants:WrongSinRule", cwd=tmp_path)
     assert bad.returncode == 1 and "verdict: fail (reference)" in bad.stdout
-    good = gradcert("replay", str(saved), "--backend", "reference", cwd=tmp_path)
+    good = run_cli("replay", str(saved), "--backend", "reference", cwd=tmp_path)
     assert good.returncode == 0 and "verdict: pass" in good.stdout
 
 
 def test_replay_of_a_malformed_case_is_exit_2(tmp_path: Path) -> None:
     f = tmp_path / "bad.case"
     f.write_text('program() {\n  return\n}\n---\n{"format": "gradcert-case/1"}\n')
-    r = gradcert("replay", str(f), cwd=tmp_path)
+    r = run_cli("replay", str(f), cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "lacks or misnames" in r.stderr
 
 

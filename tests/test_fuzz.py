@@ -4,16 +4,13 @@ kept across nights, an interrupted run resumed."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from .conftest import ROOT
-
-ENV = dict(os.environ, PYTHONPATH=str(ROOT))
+from .conftest import ENV
 
 
 def fuzz(tmp: Path, backend: str, minutes: str, areas: str, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -5,19 +5,16 @@ summary and JUnit XML written beside it."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, run_cli
 
-ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -38,9 +35,7 @@ def chromium() -> str:
 
 
 def cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gradcert.cli", *args], cwd=tmp, env=ENV, capture_output=True, text=True, timeout=600
-    )
+    return run_cli(*args, cwd=tmp)
 
 
 @pytest.fixture(scope="module")
