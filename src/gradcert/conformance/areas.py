@@ -50,6 +50,8 @@ AREAS = {
         Area("unreachable", "unreachable inputs"),
         Area("second_order", "second order", frozenset({"double_grad"}), order=2),
         Area("bad_requests", "bad requests", check="bad_request"),
+        # the parameter-list API: one loss, every input that takes a gradient a parameter
+        Area("append_backward", "append_backward with parameters", frozenset({"append_backward"})),
     ]
 }
 

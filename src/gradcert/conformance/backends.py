@@ -29,7 +29,9 @@ class ReferenceBackend:
     """gradcert's own backward, run on the reference interpreter."""
 
     name = "reference"
-    capabilities = frozenset({"if", "while", "nesting", "inplace", "combine_split", "double_grad", "backward_program"})
+    capabilities = frozenset(
+        {"if", "while", "nesting", "inplace", "combine_split", "double_grad", "backward_program", "append_backward"}
+    )
     version = __version__
 
     def run(self, case: Case) -> BackendResult:
@@ -77,15 +79,19 @@ class ReferenceBackend:
         )
 
 
-BUILTIN: dict[str, Any] = {"reference": ReferenceBackend}
+# third-party backends are imported only when asked for (each needs its framework installed)
+BUILTIN: dict[str, Any] = {
+    "reference": ReferenceBackend,
+    "paddle": "gradcert.conformance.paddle_backend:PaddleBackend",
+}
 
 
 def resolve(spec: str) -> Backend:
     """The backend named `spec`; raises UnknownBackend with a one-line reason."""
-    if spec in BUILTIN:
+    if spec in BUILTIN and not isinstance(BUILTIN[spec], str):
         obj = BUILTIN[spec]
-    elif ":" in spec:
-        mod, _, attr = spec.partition(":")
+    elif ":" in spec or spec in BUILTIN:
+        mod, _, attr = BUILTIN.get(spec, spec).partition(":")
         try:
             obj = getattr(importlib.import_module(mod), attr)
         except (ImportError, AttributeError) as e:
@@ -99,7 +105,10 @@ def resolve(spec: str) -> Backend:
             obj = found[0].load()
         except Exception as e:  # a broken third-party package: say which
             raise UnknownBackend(f"backend {spec!r} failed to load: {type(e).__name__}: {e}") from None
-    backend = obj() if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "run")) else obj
+    try:
+        backend = obj() if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "run")) else obj
+    except ImportError as e:  # a built-in backend whose framework is not installed
+        raise UnknownBackend(f"backend {spec!r} cannot start: {e}") from None
     if not isinstance(backend, Backend):
         raise UnknownBackend(f"{spec!r} is not a backend (needs name, capabilities, version and run(case))")
     return backend

@@ -41,6 +41,39 @@ def _listing(xs: Sequence[np.ndarray | None], names: Sequence[str]) -> dict[str,
     return {n: (None if x is None else np.asarray(x).tolist()) for n, x in zip(names, xs)}
 
 
+def lowering(case: Case, got: BackendResult, ref: BackendResult) -> Verdict | None:
+    """The backend's forward outputs equal the reference interpreter's, before any gradient is
+    judged. At first order a difference is the adapter's lowering bug (an `error`, not a finding
+    on the backend); at second order the "forward" is the first-order gradients, and a difference
+    there is a wrong gradient."""
+    if got.forward is None or ref.forward is None:
+        return None
+    if len(got.forward) != len(ref.forward):
+        what = "first-order gradients (not None)" if case.order == 2 else "forward outputs"
+        return Verdict(
+            "fail" if case.order == 2 else "error",
+            "first_order" if case.order == 2 else "lowering",
+            f"{len(got.forward)} {what} where the reference has {len(ref.forward)}",
+        )
+    for k, (y, r) in enumerate(zip(got.forward, ref.forward)):
+        y, r = np.asarray(y), np.asarray(r)
+        if y.shape != r.shape:
+            bad = f"has shape {list(y.shape)}, not {list(r.shape)}"
+        elif r.size and not np.allclose(y, r, rtol=REF_RTOL, atol=REF_ATOL, equal_nan=True):
+            bad = f"differs by {float(np.max(np.abs(y - r))):.3g}"
+        else:
+            continue
+        if case.order == 2:
+            return Verdict("fail", "first_order", f"first-order gradient {k} {bad} from the reference backward")
+        return Verdict(
+            "error",
+            "lowering",
+            f"the backend's forward output {k} {bad} from the reference interpreter: "
+            "a lowering bug of the adapter, not a finding on the backend",
+        )
+    return None
+
+
 def semantics(case: Case, got: BackendResult, ref: BackendResult) -> Verdict | None:
     """None exactly where no gradient belongs; shapes and dtypes equal to the inputs'."""
     names = _names(case)
@@ -212,7 +245,7 @@ EXHAUSTIVE_MAX = 24  # input elements up to which `exhaustive` runs the full-Jac
 def judge(case: Case, got: BackendResult, ref: BackendResult, seed: int = 0, exhaustive: bool = False) -> Verdict:
     """The first oracle that fails, else `invalid` if finite differences cannot judge, else pass.
     With `exhaustive`, programs with at most EXHAUSTIVE_MAX input elements get the full Jacobian."""
-    for oracle in (semantics, reference):
+    for oracle in (lowering, semantics, reference):
         v = oracle(case, got, ref)
         if v is not None:
             return v

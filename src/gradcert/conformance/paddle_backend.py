@@ -1,0 +1,330 @@
+"""The `paddle` backend: lowers a case to a Paddle static PIR program (float64, CPU), builds its
+gradients with `paddle.autograd.ir_backward.grad` (or `append_backward`, for that area), runs it
+with the static executor and lists the program's ops for the structural invariants.
+
+Lowering choices (see the README's Paddle section for what was measured):
+
+- `if` is `paddle.static.nn.cond`, `while` is `paddle.static.nn.while_loop`; vectors cross them as
+  flat lists of tensors (both APIs flatten nested lists anyway).
+- In-place ops are Paddle's real in-place PIR ops (`paddle._C_ops.tanh_` and friends: the public
+  `paddle.tanh_` emits the out-of-place op in static mode). `neg_` has no `_C_ops` twin; it is
+  `scale_(x, -1, 0)`, also a real in-place op.
+- Vectors are Python lists: `combine` is what Paddle's list-taking APIs build (`builtin.combine`),
+  `split` takes a list-returning API's results apart.
+- The `append_backward` area lowers every input that takes a gradient as a persistable parameter
+  (initialised by the startup program) and calls `append_backward(loss)` with no parameter list.
+
+Run it isolated (the default for every backend but the reference): Paddle's native code can abort
+the process.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..generators.case import Case
+from ..reference.ir import Operation
+from ..reference.types import TensorType, is_differentiable
+from .api import BackendResult, OpRecord, Unsupported
+from .lowering import DTYPE_NAMES, Lower, Lowering, flatten, types_of, unflatten
+
+# ops that keep a stack balanced or end a block: never dead, whatever their uses
+_EFFECTS = frozenset({"cf.tuple_push", "cf.tuple_pop", "cf.stack_create", "cf.yield", "cf.has_elements"})
+_ZERO_FILL = frozenset({"pd_op.full_like", "pd_op.full"})
+
+
+def _unary(name: str) -> Lower:
+    return lambda low, op, a: getattr(low.ns, name)(a[0])
+
+
+def _inplace(name: str) -> Lower:
+    return lambda low, op, a: getattr(low.ns._C_ops, name)(*a)
+
+
+def _binary(name: str) -> Lower:
+    return lambda low, op, a: getattr(low.ns, name)(a[0], a[1])
+
+
+def _if(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
+    types = types_of(op.results)
+
+    def branch(k: int) -> Any:
+        def fn() -> Any:
+            ys = flatten(low.run_block(op.blocks[k]), types)
+            return ys or None
+
+        return fn
+
+    out = low.ns.static.nn.cond(a[0], branch(0), branch(1))
+    flat = [] if out is None else list(out) if isinstance(out, (list, tuple)) else [out]
+    return unflatten(flat, types)
+
+
+def _while(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
+    cond, body = op.blocks
+    types = types_of(op.operands)
+    out = low.ns.static.nn.while_loop(
+        lambda *xs: low.run_block(cond, unflatten(xs, types))[0],
+        lambda *xs: flatten(low.run_block(body, unflatten(xs, types)), types),
+        flatten(a, types),
+    )
+    return unflatten(list(out), types)
+
+
+def _const(low: Lowering, op: Operation, attr: str) -> Any:
+    # `pd_op.scale` keeps its scale and bias as float32 attributes, which rounds a float64
+    # program's constants (measured: 1e-8 relative): scale is lowered as multiply and add by
+    # float64 constants instead (in place: `multiply_` then `add_`)
+    return low.ns.full([], op.attrs[attr], "float64")
+
+
+def _axes(op: Operation) -> list[int] | None:
+    return list(op.attrs["axes"]) or None
+
+
+def _pad(low: Lowering, op: Operation, a: list[Any]) -> Any:
+    pad = [n for lo, hi in zip(op.attrs["low"], op.attrs["high"]) for n in (lo, hi)]
+    return low.ns.nn.functional.pad(a[0], pad, mode="constant", value=0.0)
+
+
+def _full(low: Lowering, op: Operation, a: list[Any]) -> Any:
+    dtype = op.attrs["dtype"]
+    value = bool(op.attrs["value"]) if dtype == "bool" else op.attrs["value"]
+    return low.ns.full(list(op.attrs["shape"]), value, DTYPE_NAMES[dtype])
+
+
+TABLE: dict[str, Lower] = {
+    "if": _if,
+    "while": _while,
+    **{n: _unary(n) for n in ("tanh", "sin", "cos", "exp", "log", "abs", "sign", "sqrt", "square", "reciprocal")},
+    "sigmoid": lambda low, op, a: low.ns.nn.functional.sigmoid(a[0]),
+    "relu": lambda low, op, a: low.ns.nn.functional.relu(a[0]),
+    "neg": lambda low, op, a: low.ns.neg(a[0]),
+    "scale": lambda low, op, a: low.ns.add(low.ns.multiply(a[0], _const(low, op, "scale")), _const(low, op, "bias")),
+    **{n: _inplace(n) for n in ("tanh_", "sin_", "exp_", "sigmoid_", "relu_", "abs_", "square_")},
+    **{n: _inplace(n) for n in ("add_", "subtract_", "multiply_", "divide_")},
+    "neg_": lambda low, op, a: low.ns._C_ops.scale_(a[0], -1.0, 0.0, True),
+    "scale_": lambda low, op, a: low.ns._C_ops.add_(
+        low.ns._C_ops.multiply_(a[0], _const(low, op, "scale")), _const(low, op, "bias")
+    ),
+    **{n: _binary(n) for n in ("add", "subtract", "multiply", "divide", "maximum", "minimum", "pow", "matmul")},
+    **{n: _binary(n) for n in ("less_than", "less_equal", "greater_than", "greater_equal")},
+    "sum": lambda low, op, a: low.ns.sum(a[0], axis=_axes(op), keepdim=op.attrs["keepdim"]),
+    "mean": lambda low, op, a: low.ns.mean(a[0], axis=_axes(op), keepdim=op.attrs["keepdim"]),
+    "reshape": lambda low, op, a: low.ns.reshape(a[0], list(op.attrs["shape"])),
+    "transpose": lambda low, op, a: low.ns.transpose(a[0], list(op.attrs["perm"])),
+    "slice": lambda low, op, a: low.ns.slice(
+        a[0], list(op.attrs["axes"]), list(op.attrs["starts"]), list(op.attrs["ends"])
+    ),
+    "pad": _pad,
+    "expand": lambda low, op, a: low.ns.expand(a[0], list(op.attrs["shape"])),
+    "squeeze": lambda low, op, a: low.ns.squeeze(a[0], axis=list(op.attrs["axes"])),
+    "unsqueeze": lambda low, op, a: low.ns.unsqueeze(a[0], axis=list(op.attrs["axes"])),
+    "full": _full,
+    "full_like": lambda low, op, a: low.ns.full_like(a[0], op.attrs["value"]),
+    "cast": lambda low, op, a: low.ns.cast(a[0], DTYPE_NAMES[op.attrs["dtype"]]),
+    "assign": lambda low, op, a: low.ns.assign(a[0]),
+    "where": lambda low, op, a: low.ns.where(a[0], a[1], a[2]),
+    "combine": lambda low, op, a: list(a),
+    "split": lambda low, op, a: list(a[0]),
+    "concat": lambda low, op, a: low.ns.concat(a[0], axis=op.attrs["axis"]),
+    "split_with_sections": lambda low, op, a: list(
+        low.ns.split(a[0], list(op.attrs["sections"]), axis=op.attrs["axis"])
+    ),
+    "stack": lambda low, op, a: low.ns.stack(a[0], axis=op.attrs["axis"]),
+    "unbind": lambda low, op, a: list(low.ns.unbind(a[0], axis=op.attrs["axis"])),
+    "add_n": lambda low, op, a: low.ns.add_n(a[0]),
+}
+
+
+class _PaddleLowering(Lowering):
+    def result(self, v: Any, x: Any) -> Any:
+        if v.stop_gradient:
+            for t in x if isinstance(x, list) else [x]:
+                t.stop_gradient = True
+        return x
+
+
+def _condense(e: BaseException) -> str:
+    """Paddle's multi-line error text, down to its error lines and the op that raised."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    keep = [ln for ln in lines if re.search(r"Error|\[operator|Exception", ln)] or lines[:1]
+    return f"{type(e).__name__}: {' | '.join(dict.fromkeys(keep))[:600]}"
+
+
+class PaddleForwardError(RuntimeError):
+    """The lowered forward program alone fails in Paddle's executor (not a backward finding)."""
+
+
+class PaddleRunError(RuntimeError):
+    """The program with its backward fails in Paddle's executor; the forward alone runs."""
+
+
+class PaddleBackend:
+    name = "paddle"
+    capabilities = frozenset(
+        {"if", "while", "nesting", "inplace", "combine_split", "double_grad", "backward_program", "append_backward"}
+    )
+
+    def __init__(self) -> None:
+        os.environ.setdefault("GLOG_minloglevel", "2")  # the executor's info lines, per run
+        try:
+            import paddle
+        except ImportError as e:
+            raise ImportError(f"the paddle backend needs paddlepaddle ({e}): pip install 'gradcert[paddle]'") from None
+        paddle.enable_static()
+        self.pd = paddle
+        self.version = f"paddlepaddle {paddle.__version__}"
+        self.exe = paddle.static.Executor(paddle.CPUPlace())
+
+    # --- one case ------------------------------------------------------------------------------
+    def run(self, case: Case) -> BackendResult:
+        if any(not isinstance(v.type, TensorType) for v in case.program.outputs):
+            raise Unsupported("the paddle backend lowers tensor outputs only")
+        t0 = time.perf_counter()
+        built = self._build(case, with_grad=True)
+        t1 = time.perf_counter()
+        try:
+            fetched = self._execute(built)
+        except Exception as e:
+            self._diagnose(case, e)
+        t2 = time.perf_counter()
+        grads_v, forward_v = built["grads"], built["forward"]
+        got = iter(fetched[len(forward_v) :])
+        grads = [None if g is None else np.asarray(next(got), dtype=np.float64) for g in grads_v]
+        return BackendResult(
+            grads,
+            self.version,
+            {"build": t1 - t0, "run": t2 - t1},
+            built["ops"],
+            [],
+            [np.asarray(y) for y in fetched[: len(forward_v)]],
+        )
+
+    def forward(self, case: Case) -> list[np.ndarray]:
+        """The lowered forward program's outputs, run without any backward."""
+        return [np.asarray(y) for y in self._execute(self._build(case, with_grad=False))]
+
+    def _build(self, case: Case, with_grad: bool) -> dict[str, Any]:
+        pd = self.pd
+        from paddle.autograd.ir_backward import append_backward, grad
+
+        main, startup = pd.static.Program(), pd.static.Program()
+        feed: dict[str, np.ndarray] = {}
+        params = case.area == "append_backward"
+        with pd.static.program_guard(main, startup):
+            low = _PaddleLowering("paddle", TABLE, pd)
+            xs = []
+            for k, (v, x) in enumerate(zip(case.program.inputs, case.inputs)):
+                t = v.type
+                assert isinstance(t, TensorType)
+                if params and is_differentiable(t) and not v.stop_gradient:
+                    d = pd.static.create_parameter(
+                        list(t.shape),
+                        DTYPE_NAMES[t.dtype],
+                        name=f"x{k}",
+                        default_initializer=pd.nn.initializer.Assign(np.asarray(x)),
+                    )
+                else:
+                    d = pd.static.data(f"x{k}", list(t.shape), DTYPE_NAMES[t.dtype])
+                    feed[f"x{k}"] = np.asarray(x)
+                d.stop_gradient = bool(v.stop_gradient) or not is_differentiable(t)
+                xs.append(d)
+            low.run_block(case.program.block, xs)
+            outs = [low.env[v] for v in case.output_values]
+            forward = [low.env[v] for v in case.program.outputs]
+            wrt = [xs[i] for i in case.wrt]
+            grads: list[Any] = []
+            if with_grad:
+                cots = self._cotangents(case.cotangents, "u", feed)
+                cots2 = self._cotangents(case.cotangents2, "w", feed) if case.order == 2 else None
+                before = {op.id() for op in _walk(main.global_block())}
+                no_grad = [low.env[v] for v in case.no_grad]
+                if params:
+                    pairs = append_backward(outs[0], no_grad_set=no_grad or None)
+                    by_param = {p.name: g for p, g in pairs}
+                    grads = [by_param.get(f"x{i}") for i in case.wrt]
+                else:
+                    grads = list(grad(outs, wrt, grad_outputs=cots, no_grad_vars=no_grad or None))
+                if case.order == 2:
+                    forward = [g for g in grads if g is not None]
+                    # cotangents2 are one per first-order gradient the reference returns: where
+                    # Paddle returns another number, the lowering oracle reports that instead
+                    if forward and (cots2 is None or len(cots2) == len(forward)):
+                        grads = list(grad(forward, wrt, grad_outputs=cots2))
+                    else:
+                        grads = [None] * len(wrt)
+                fetch = forward + [g for g in grads if g is not None]
+                ops = _listing(main.global_block(), before, {v.id for v in fetch})
+            else:
+                ops = []
+        return {
+            "main": main,
+            "startup": startup if params else None,
+            "feed": feed,
+            "forward": forward,
+            "grads": grads,
+            "ops": ops,
+        }
+
+    def _cotangents(self, cots: Sequence[np.ndarray] | None, prefix: str, feed: dict[str, np.ndarray]) -> Any:
+        if cots is None:
+            return None
+        out = []
+        for k, u in enumerate(cots):
+            u = np.asarray(u)
+            d = self.pd.static.data(f"{prefix}{k}", list(u.shape), str(u.dtype))
+            feed[f"{prefix}{k}"] = u
+            out.append(d)
+        return out
+
+    def _execute(self, built: dict[str, Any]) -> list[Any]:
+        scope = self.pd.static.Scope()
+        fetch = built["forward"] + [g for g in built["grads"] if g is not None]
+        with self.pd.static.scope_guard(scope):
+            if built["startup"] is not None:
+                self.exe.run(built["startup"])
+            # the executor deletes feed keys the program does not use: give it a copy
+            return list(self.exe.run(built["main"], feed=dict(built["feed"]), fetch_list=fetch))
+
+    def _diagnose(self, case: Case, e: Exception) -> None:
+        """Re-raise a run-time failure as a forward failure or a backward one."""
+        try:
+            self._execute(self._build(case, with_grad=False))
+        except Exception as fwd:
+            raise PaddleForwardError(f"the forward program alone fails: {_condense(fwd)}") from None
+        raise PaddleRunError(f"the program fails once its backward is added: {_condense(e)}") from None
+
+
+def _walk(block: Any) -> Any:
+    for op in block.ops:
+        yield op
+        for b in op.blocks():
+            yield from _walk(b)
+
+
+def _listing(block: Any, before: set[int], returned: set[Any], depth: int = 0) -> list[OpRecord]:
+    out = []
+    for op in block.ops:
+        subs = [_listing(b, before, returned, depth + 1) for b in op.blocks()]
+        name = op.name()
+        results = op.results()
+        out.append(
+            OpRecord(
+                name,
+                op.id() not in before,
+                bool(results) and all(r.use_empty() and r.id not in returned for r in results),
+                name in _EFFECTS or any(o.effects for s in subs for o in s),
+                name in _ZERO_FILL,
+                depth,
+            )
+        )
+        for s in subs:
+            out.extend(s)
+    return out

@@ -1,0 +1,10 @@
+"""Area: `append_backward(loss, parameter_list=None, no_grad_set)`, with every input that takes a
+gradient a parameter (a backend without such an API declares no `append_backward` capability).
+One output, default cotangent: the loss."""
+
+from .areas import certify_test, feats
+
+test_append_backward = certify_test("append_backward", feats("unary", "binary", "reduction", "stop_gradient"))
+test_append_backward_flow = certify_test(
+    "append_backward", feats("unary", "binary", "reduction", "if", "while", "no_grad", "stop_gradient")
+)
