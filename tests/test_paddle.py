@@ -23,6 +23,8 @@ CASES = sorted((KNOWN / "paddle").glob("*.case"))
 FORWARD = """
 import json, os, sys
 import numpy as np
+from gradcert.conformance.api import BackendResult
+from gradcert.conformance.oracles import lowering
 from gradcert.conformance.paddle_backend import PaddleBackend
 from gradcert.generators.case import Case
 from gradcert.reference import run
@@ -33,14 +35,15 @@ out = {}
 for path in sys.argv[1:]:
     p = load_program(path)
     xs = safe_inputs(p, 0)
+    case = Case(p, xs, [], [])
     ref = [np.asarray(y) for y in run(p, xs).outputs]
     try:
-        got = b.forward(Case(p, xs, [], []))
+        got = b.forward(case)
     except Exception as e:
         out[path] = " ".join(str(e).split())[-400:]
         continue
-    bad = [k for k, (y, r) in enumerate(zip(got, ref)) if y.shape != r.shape or not np.allclose(y, r, 1e-9, 1e-12)]
-    out[path] = "ok" if len(got) == len(ref) and not bad else f"outputs {bad} differ"
+    v = lowering(case, BackendResult([], forward=got), BackendResult([], forward=ref))
+    out[path] = "ok" if v is None else v.message
 print(json.dumps(out))
 sys.stdout.flush()
 os._exit(0)

@@ -56,7 +56,10 @@ class Lowering:
 def flatten(values: Iterable[Any], types: Iterable[Type]) -> list[Any]:
     out: list[Any] = []
     for x, t in zip(values, types):
-        out.extend(x) if isinstance(t, VectorType) else out.append(x)
+        if isinstance(t, VectorType):
+            out.extend(x)
+        else:
+            out.append(x)
     return out
 
 

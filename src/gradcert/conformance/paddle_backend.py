@@ -24,6 +24,7 @@ import os
 import re
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -166,6 +167,22 @@ class PaddleRunError(RuntimeError):
     """The program with its backward fails in Paddle's executor; the forward alone runs."""
 
 
+@dataclass
+class _Built:
+    """One case lowered: the programs, what to feed, and the values to fetch."""
+
+    main: Any
+    startup: Any  # None unless parameters need initialising (append_backward)
+    feed: dict[str, np.ndarray]
+    forward: list[Any]  # the program's outputs (at second order: the first-order gradients)
+    grads: list[Any] = field(default_factory=list)  # one per case.wrt, None where Paddle gives none
+    ops: list[OpRecord] = field(default_factory=list)
+
+    @property
+    def fetch(self) -> list[Any]:
+        return self.forward + [g for g in self.grads if g is not None]
+
+
 class PaddleBackend:
     name = "paddle"
     capabilities = frozenset(
@@ -195,23 +212,23 @@ class PaddleBackend:
         except Exception as e:
             self._diagnose(case, e)
         t2 = time.perf_counter()
-        grads_v, forward_v = built["grads"], built["forward"]
-        got = iter(fetched[len(forward_v) :])
-        grads = [None if g is None else np.asarray(next(got), dtype=np.float64) for g in grads_v]
+        n = len(built.forward)
+        got = iter(fetched[n:])
+        grads = [None if g is None else np.asarray(next(got), dtype=np.float64) for g in built.grads]
         return BackendResult(
             grads,
             self.version,
             {"build": t1 - t0, "run": t2 - t1},
-            built["ops"],
+            built.ops,
             [],
-            [np.asarray(y) for y in fetched[: len(forward_v)]],
+            [np.asarray(y) for y in fetched[:n]],
         )
 
     def forward(self, case: Case) -> list[np.ndarray]:
         """The lowered forward program's outputs, run without any backward."""
         return [np.asarray(y) for y in self._execute(self._build(case, with_grad=False))]
 
-    def _build(self, case: Case, with_grad: bool) -> dict[str, Any]:
+    def _build(self, case: Case, with_grad: bool) -> _Built:
         pd = self.pd
         from paddle.autograd.ir_backward import append_backward, grad
 
@@ -238,10 +255,9 @@ class PaddleBackend:
                 xs.append(d)
             low.run_block(case.program.block, xs)
             outs = [low.env[v] for v in case.output_values]
-            forward = [low.env[v] for v in case.program.outputs]
-            wrt = [xs[i] for i in case.wrt]
-            grads: list[Any] = []
+            built = _Built(main, startup if params else None, feed, [low.env[v] for v in case.program.outputs])
             if with_grad:
+                wrt = [xs[i] for i in case.wrt]
                 cots = self._cotangents(case.cotangents, "u", feed)
                 cots2 = self._cotangents(case.cotangents2, "w", feed) if case.order == 2 else None
                 before = {op.id() for op in _walk(main.global_block())}
@@ -249,29 +265,19 @@ class PaddleBackend:
                 if params:
                     pairs = append_backward(outs[0], no_grad_set=no_grad or None)
                     by_param = {p.name: g for p, g in pairs}
-                    grads = [by_param.get(f"x{i}") for i in case.wrt]
+                    built.grads = [by_param.get(f"x{i}") for i in case.wrt]
                 else:
-                    grads = list(grad(outs, wrt, grad_outputs=cots, no_grad_vars=no_grad or None))
+                    built.grads = list(grad(outs, wrt, grad_outputs=cots, no_grad_vars=no_grad or None))
                 if case.order == 2:
-                    forward = [g for g in grads if g is not None]
+                    built.forward = first = [g for g in built.grads if g is not None]
                     # cotangents2 are one per first-order gradient the reference returns: where
                     # Paddle returns another number, the lowering oracle reports that instead
-                    if forward and (cots2 is None or len(cots2) == len(forward)):
-                        grads = list(grad(forward, wrt, grad_outputs=cots2))
+                    if first and (cots2 is None or len(cots2) == len(first)):
+                        built.grads = list(grad(first, wrt, grad_outputs=cots2))
                     else:
-                        grads = [None] * len(wrt)
-                fetch = forward + [g for g in grads if g is not None]
-                ops = _listing(main.global_block(), before, {v.id for v in fetch})
-            else:
-                ops = []
-        return {
-            "main": main,
-            "startup": startup if params else None,
-            "feed": feed,
-            "forward": forward,
-            "grads": grads,
-            "ops": ops,
-        }
+                        built.grads = [None] * len(wrt)
+                built.ops = _listing(main.global_block(), before, {v.id for v in built.fetch})
+        return built
 
     def _cotangents(self, cots: Sequence[np.ndarray] | None, prefix: str, feed: dict[str, np.ndarray]) -> Any:
         if cots is None:
@@ -284,14 +290,12 @@ class PaddleBackend:
             out.append(d)
         return out
 
-    def _execute(self, built: dict[str, Any]) -> list[Any]:
-        scope = self.pd.static.Scope()
-        fetch = built["forward"] + [g for g in built["grads"] if g is not None]
-        with self.pd.static.scope_guard(scope):
-            if built["startup"] is not None:
-                self.exe.run(built["startup"])
+    def _execute(self, built: _Built) -> list[Any]:
+        with self.pd.static.scope_guard(self.pd.static.Scope()):
+            if built.startup is not None:
+                self.exe.run(built.startup)
             # the executor deletes feed keys the program does not use: give it a copy
-            return list(self.exe.run(built["main"], feed=dict(built["feed"]), fetch_list=fetch))
+            return list(self.exe.run(built.main, feed=dict(built.feed), fetch_list=built.fetch))
 
     def _diagnose(self, case: Case, e: Exception) -> None:
         """Re-raise a run-time failure as a forward failure or a backward one."""
