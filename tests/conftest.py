@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,3 +33,24 @@ def run_cli(
         text=True,
         timeout=timeout,
     )
+
+
+def certify(backend: str, tmp_path: Path, profile: str = "quick") -> tuple[subprocess.CompletedProcess[str], list[Any]]:
+    """`gradcert certify --backend BACKEND` into `tmp_path`: the run and its result records."""
+    results = tmp_path / "r.jsonl"
+    r = run_cli(
+        "certify",
+        "--backend",
+        backend,
+        "--profile",
+        profile,
+        "--results",
+        str(results),
+        "--report",
+        str(tmp_path / "r.html"),
+        "--findings",
+        str(tmp_path / "findings"),
+        timeout=1800,
+    )
+    records = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
+    return r, records

@@ -14,7 +14,7 @@ import pytest
 
 from gradcert.conformance.plugin import KNOWN, known_failures
 
-from .conftest import ENV, EXAMPLES, ROOT, run_cli
+from .conftest import ENV, EXAMPLES, ROOT, certify, run_cli
 
 PROGRAMS = sorted((ROOT / "tests" / "programs").glob("*.gc")) + EXAMPLES
 CASES = sorted((KNOWN / "paddle").glob("*.case"))
@@ -65,23 +65,8 @@ def test_lowering_agrees_with_the_interpreter_on_every_program() -> None:
 
 
 def test_quick_certification_fails_only_where_paddle_is_known_to(tmp_path: Path) -> None:
-    results = tmp_path / "r.jsonl"
-    r = run_cli(
-        "certify",
-        "--backend",
-        "paddle",
-        "--profile",
-        "quick",
-        "--results",
-        str(results),
-        "--report",
-        str(tmp_path / "r.html"),
-        "--findings",
-        str(tmp_path / "findings"),
-        timeout=1800,
-    )
+    r, records = certify("paddle", tmp_path)
     assert r.returncode == 0, r.stdout[-4000:]
-    records = [json.loads(line) for line in results.read_text().splitlines()]
     # a lowering bug of ours would show as a `lowering` verdict, whatever the test's known failures
     assert not [x for x in records if x["oracle"] == "lowering"]
     from gradcert.conformance.areas import AREAS

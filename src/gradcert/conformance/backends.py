@@ -83,6 +83,8 @@ class ReferenceBackend:
 BUILTIN: dict[str, Any] = {
     "reference": ReferenceBackend,
     "paddle": "gradcert.conformance.paddle_backend:PaddleBackend",
+    "torch": "gradcert.conformance.torch_backend:TorchBackend",
+    "jax": "gradcert.conformance.jax_backend:JaxBackend",
 }
 
 

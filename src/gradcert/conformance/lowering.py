@@ -5,6 +5,11 @@ value(s) for one op from its operands' (already lowered) values. A vector value 
 result) is lowered as a Python list of the framework's tensors; `flatten`/`unflatten` turn a
 sequence of values whose types may be vectors into plain tensors and back, for control-flow
 APIs that take flat lists. Ops the table lacks are `Unsupported`, never skipped.
+
+A framework with an Array-API namespace (JAX's `jax.numpy`, PyTorch through `array_api_compat`)
+needs a table entry only where its lowering differs from the op's own kernel: `kernels(xp)` is the
+fallback that calls each op's definition (`OpDef.kernel`, written against `xp`) on the framework's
+arrays, so the framework's own ops, and its own backward, do the work.
 """
 
 from __future__ import annotations
@@ -23,8 +28,18 @@ Lower = Callable[["Lowering", Operation, list[Any]], Any]
 class Lowering:
     """Walks blocks in order, keeping value -> framework value in `env`."""
 
-    def __init__(self, backend: str, table: Mapping[str, Lower], ns: Any = None) -> None:
-        self.backend, self.table, self.ns = backend, table, ns
+    def __init__(
+        self,
+        backend: str,
+        table: Mapping[str, Lower],
+        ns: Any = None,
+        fallback: Lower | None = None,
+        blocked: Iterable[Value] = (),
+    ) -> None:
+        """`fallback` lowers ops the table lacks (see `kernels`); `blocked`: values, besides those
+        marked stop_gradient, that the framework must stop gradients at (the no-grad set)."""
+        self.backend, self.table, self.ns, self.fallback = backend, table, ns, fallback
+        self.blocked = frozenset(blocked)
         self.env: dict[Value, Any] = {}
 
     def run_block(self, block: Block, args: Sequence[Any] = ()) -> list[Any]:
@@ -39,6 +54,8 @@ class Lowering:
 
     def op(self, op: Operation) -> None:
         fn = self.table.get(op.name)
+        if fn is None and self.fallback is not None and OPS[op.name].kernel is not None and not OPS[op.name].effects:
+            fn = self.fallback
         if fn is None:
             raise Unsupported(f"the {self.backend} backend has no lowering for '{op.name}'")
         out = fn(self, op, [self.env[v] for v in op.operands])
@@ -49,8 +66,33 @@ class Lowering:
             self.env[v] = self.result(v, x)
 
     def result(self, v: Value, x: Any) -> Any:
-        """Hook: a backend marks stop_gradient results here."""
+        """The framework value bound to `v`: stopped where `v` stops gradient or is blocked."""
+        if v.stop_gradient or v in self.blocked:
+            return [self.stop(t) for t in x] if isinstance(x, (list, tuple)) else self.stop(x)
         return x
+
+    def stop(self, x: Any) -> Any:
+        """Hook: the framework's stop_gradient of one tensor."""
+        return x
+
+    def copy(self, x: Any) -> Any:
+        """Hook: how a value crosses a block boundary (by copy, for a framework with in-place ops)."""
+        return x
+
+    def nested(self, block: Block, args: Sequence[Any] = ()) -> list[Any]:
+        """`run_block` for a branch or loop body: arguments and yields cross by `copy`."""
+        return [self.copy(y) for y in self.run_block(block, [self.copy(x) for x in args])]
+
+
+def kernels(xp: Any) -> Lower:
+    """The fallback lowering: the op's own kernel, called on the framework's Array-API namespace."""
+
+    def lower(low: Lowering, op: Operation, a: list[Any]) -> Any:
+        kernel = OPS[op.name].kernel
+        assert kernel is not None
+        return kernel(xp, *a, **op.attrs)
+
+    return lower
 
 
 def flatten(values: Iterable[Any], types: Iterable[Type]) -> list[Any]:

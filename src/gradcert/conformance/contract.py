@@ -1,0 +1,58 @@
+"""Mapping an eager or functional framework's answer onto the contract's `None`.
+
+The contract (Paddle's `grad`, the reference backward) returns `None` for an input with no
+differentiable path to a requested output *in the program*: a static property. Frameworks report
+it differently: PyTorch returns `None` only for an input with no path in the autograd graph of the
+run (an input used only in the branch not taken gets `None`), and a zero tensor for a path through
+an op whose derivative is zero (`sign`); JAX never returns `None`, only zeros. An adapter maps:
+
+- no path in the program and the framework's gradient is `None` or all zeros: `None`;
+- a path in the program and the framework returns `None`: zeros of the input's shape (the value
+  oracles then judge whether zero is right);
+- anything else is kept as the framework gave it -- a non-zero gradient where no path exists stays,
+  for the semantics oracle to report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from ..generators.case import Case
+from ..reference.backward import blocked_values
+from ..reference.gradients import first_order
+from ..reference.ir import Program, Value
+from ..reference.prune import reachable
+
+T = TypeVar("T")
+
+
+def _paths(program: Program, outputs: Sequence[Value], wrt: Sequence[Value], no_grad: Sequence[Value]) -> list[bool]:
+    blocked = blocked_values(program, no_grad)
+    wanted = set(outputs)
+    return [bool(wanted & reachable(program.block, [x], blocked)) for x in wrt]
+
+
+def paths(case: Case, order: int | None = None) -> list[bool]:
+    """For each input in `case.wrt`: whether a differentiable path in the program leads from it to
+    a requested output; at order 2, to a (not None) first-order gradient of the reference's."""
+    if (order or case.order) == 1:
+        return _paths(case.program, case.output_values, case.wrt_values, case.no_grad)
+    p, _ = first_order(case.program, case.output_values, case.wrt_values, case.cotangents, case.no_grad)
+    return _paths(p, p.outputs, [p.inputs[i] for i in case.wrt], [])
+
+
+def to_contract(
+    grads: Sequence[T | None], has_path: Sequence[bool], zeros: Callable[[int], T], is_zero: Callable[[T], bool]
+) -> list[T | None]:
+    """The framework's gradients (arrays or tensors) mapped as the module docstring says;
+    `zeros(k)` makes the k-th input's zero gradient."""
+    out: list[T | None] = []
+    for k, (g, path) in enumerate(zip(grads, has_path)):
+        if not path and (g is None or is_zero(g)):
+            out.append(None)
+        elif g is None:
+            out.append(zeros(k))
+        else:
+            out.append(g)
+    return out

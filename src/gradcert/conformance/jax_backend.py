@@ -1,0 +1,159 @@
+"""The `jax` backend: traces a case as a JAX function (float64, CPU) and asks `jax.vjp` for the
+gradients.
+
+Lowering choices (the README's JAX section says what was measured):
+
+- Every op with an Array-API kernel runs that kernel on `jax.numpy`; `pad` is `jnp.pad`. In-place
+  ops are their functional op (JAX arrays are immutable): what is certified is that the backward
+  of the functional program is right.
+- `if` is `lax.cond`, both branches traced.
+- `while` needs its trip count when tracing: reverse mode through `lax.while_loop` is not
+  supported by JAX. The loop's condition is evaluated at trace time (constant parts are folded
+  under `jax.ensure_compile_time_eval`); where it is concrete, the loop is
+  `lax.fori_loop(0, trips, body)` with static bounds (a `scan`, which JAX reverses); where an
+  inner loop's trip count depends on this loop's counter (abstract inside `fori_loop`), this loop
+  is unrolled instead, its trips traced one by one. Where the trip count depends on traced values
+  (a bound computed from a differentiated input), the case is `unsupported`.
+- `stop_gradient` values and the no-grad set are `lax.stop_gradient`.
+- Contract mapping: JAX returns zeros, never `None`; a zero gradient of an input with no path to
+  the outputs in the program is `None` (`contract.py`). Second order is `jax.vjp` of the function
+  that returns the first-order gradients.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..generators.case import Case
+from ..reference.ir import Operation
+from ..reference.types import TensorType, is_differentiable
+from .api import BackendResult, Unsupported
+from .contract import paths, to_contract
+from .lowering import Lower, Lowering, kernels
+
+TRIP_LIMIT = 10_000
+
+
+def _if(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
+    lax = low.ns.lax
+    return list(lax.cond(a[0], lambda: low.nested(op.blocks[0]), lambda: low.nested(op.blocks[1])))
+
+
+def _while(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
+    cond, body = op.blocks
+    carry, trips = list(a), 0
+    while True:
+        try:
+            go = bool(low.nested(cond, carry)[0])
+        except low.ns.errors.ConcretizationTypeError:
+            raise Unsupported(
+                "while: the trip count depends on traced values (JAX cannot reverse-differentiate lax.while_loop)"
+            ) from None
+        if not go:
+            break
+        carry, trips = low.nested(body, carry), trips + 1
+        if trips > TRIP_LIMIT:
+            raise RuntimeError(f"while: more than {TRIP_LIMIT} trips")
+    if trips == 0:
+        return list(a)
+    try:
+        return list(low.ns.lax.fori_loop(0, trips, lambda i, c: low.nested(body, c), list(a)))
+    except Unsupported:
+        # an inner loop's trip count depends on this loop's (now abstract) carries: the trips
+        # traced above, with concrete carries, are this loop unrolled
+        return carry
+
+
+def _pad(low: Lowering, op: Operation, a: list[Any]) -> Any:
+    return low.ns.numpy.pad(a[0], list(zip(op.attrs["low"], op.attrs["high"])))
+
+
+TABLE: dict[str, Lower] = {
+    "if": _if,
+    "while": _while,
+    "pad": _pad,
+    "combine": lambda low, op, a: list(a),
+    "split": lambda low, op, a: list(a[0]),
+}
+
+
+class _JaxLowering(Lowering):
+    def stop(self, x: Any) -> Any:
+        return self.ns.lax.stop_gradient(x)
+
+
+class JaxBackend:
+    name = "jax"
+    capabilities = frozenset({"if", "while", "nesting", "inplace", "combine_split", "double_grad"})
+
+    def __init__(self) -> None:
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        try:
+            import jax
+        except ImportError as e:
+            raise ImportError(f"the jax backend needs jax ({e}): pip install 'gradcert[jax]'") from None
+        jax.config.update("jax_enable_x64", True)
+        self.jax = jax
+        self.version = f"jax {jax.__version__}"
+
+    def run(self, case: Case) -> BackendResult:
+        jax, jnp = self.jax, self.jax.numpy
+        t0 = time.perf_counter()
+        # only float inputs are differentiated; the others are constants of the traced function
+        free = [
+            k
+            for k, i in enumerate(case.wrt)
+            if isinstance(t := case.program.inputs[i].type, TensorType) and is_differentiable(t)
+        ]
+        primals = [jnp.asarray(case.inputs[case.wrt[k]]) for k in free]
+
+        def f(*xs: Any) -> tuple[list[Any], list[Any]]:
+            low = _JaxLowering("jax", TABLE, jax, kernels(jnp), case.no_grad)
+            given = {case.wrt[k]: x for k, x in zip(free, xs)}
+            for i, (v, x) in enumerate(zip(case.program.inputs, case.inputs)):
+                low.env[v] = low.result(v, given[i] if i in given else jnp.asarray(x))
+            with jax.ensure_compile_time_eval():
+                low.run_block(case.program.block)
+            return [low.env[v] for v in case.output_values], [low.env[v] for v in case.program.outputs]
+
+        def first(*xs: Any) -> tuple[list[Any], list[Any]]:
+            """The first-order gradients (one per free input), and the program's outputs."""
+            ys, vjp, outputs = jax.vjp(f, *xs, has_aux=True)
+            cots = case.cotangents
+            return list(
+                vjp([jnp.ones_like(y) for y in ys] if cots is None else [jnp.asarray(u) for u in cots])
+            ), outputs
+
+        got, forward = first(*primals)
+        result = self._contract(case, free, got, 1)
+        if case.order == 2:
+            # the "forward" of a second-order case is its first-order gradients (those not None)
+            keep = [free.index(k) for k, g in enumerate(result) if g is not None]
+            forward, vjp2 = jax.vjp(lambda *xs: [first(*xs)[0][j] for j in keep], *primals)
+            cots2 = case.cotangents2
+            if cots2 is not None and len(cots2) != len(forward):
+                result = [None] * len(case.wrt)  # the lowering oracle reports the count
+            else:
+                u = [jnp.ones_like(g) for g in forward] if cots2 is None else [jnp.asarray(w) for w in cots2]
+                result = self._contract(case, free, vjp2(u), 2)
+        t1 = time.perf_counter()
+        return BackendResult(
+            [None if g is None else np.asarray(g, dtype=np.float64) for g in result],
+            self.version,
+            {"backend": t1 - t0},
+            forward=[np.asarray(y) for y in forward],
+        )
+
+    def _contract(self, case: Case, free: list[int], got: Sequence[Any], order: int) -> list[Any]:
+        """One gradient per `case.wrt` (None for the inputs not differentiated), as the contract says."""
+        jnp = self.jax.numpy
+        full: list[Any] = [None] * len(case.wrt)
+        for k, g in zip(free, got):
+            full[k] = g
+        zeros: Callable[[int], Any] = lambda k: jnp.zeros(np.shape(case.inputs[case.wrt[k]]))
+        return to_contract(full, paths(case, order), zeros, lambda g: not bool(jnp.any(g != 0)))

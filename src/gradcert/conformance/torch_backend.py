@@ -1,0 +1,182 @@
+"""The `torch` backend: runs a case eagerly in PyTorch (float64, CPU) and asks its autograd,
+`torch.autograd.grad(outputs, inputs, grad_outputs, allow_unused=True)`, for the gradients.
+
+Lowering choices (the README's PyTorch section says what was measured):
+
+- Every op with an Array-API kernel runs that kernel on `array_api_compat.torch` (PyTorch's own
+  functions); `pad` is `torch.nn.functional.pad`.
+- `if` and `while` are Python control flow on the predicate's value: PyTorch records only the
+  path taken, as a user's eager code would.
+- In-place ops are PyTorch's real in-place methods (`x.tanh_()`, `x.add_(y)`, ...; `scale_` is
+  `mul_` then `add_`). Where PyTorch refuses one -- on a leaf that requires grad, or when the
+  backward needs a value the op overwrote -- the case is `unsupported`: documented PyTorch
+  behaviour, not a finding.
+- Values cross block boundaries by copy (`clone`), as the IR says, so an in-place op inside a
+  branch or loop body never overwrites a value outside it.
+- `stop_gradient` values and the no-grad set are `detach()`ed where they are defined.
+- Contract mapping: PyTorch returns `None` (with `allow_unused`) for an input with no autograd
+  path to any output; that is the contract's `None`. An output that does not require grad has no
+  path at all and is left out of the call (PyTorch would refuse it). Second order uses
+  `create_graph=True` for the first-order gradients.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..generators.case import Case
+from ..reference.ir import Operation
+from ..reference.ops import OPS
+from ..reference.types import TensorType, is_differentiable
+from .api import BackendResult, Unsupported
+from .contract import paths, to_contract
+from .lowering import Lower, Lowering, kernels
+
+TRIP_LIMIT = 10_000
+
+
+def _if(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
+    return low.nested(op.blocks[0] if bool(a[0]) else op.blocks[1], [])
+
+
+def _while(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
+    cond, body = op.blocks
+    carry, trips = list(a), 0
+    while bool(low.nested(cond, carry)[0]):
+        carry, trips = low.nested(body, carry), trips + 1
+        if trips > TRIP_LIMIT:
+            raise RuntimeError(f"while: more than {TRIP_LIMIT} trips")
+    return carry
+
+
+def _inplace(low: Lowering, op: Operation, a: list[Any]) -> Any:
+    d = OPS[op.name]
+    assert d.inplace_of is not None and d.base is not None
+    target, rest = a[d.inplace_of], a[: d.inplace_of] + a[d.inplace_of + 1 :]
+    if d.base == "scale":
+        return target.mul_(op.attrs["scale"]).add_(op.attrs["bias"])
+    return getattr(target, d.base + "_")(*rest)
+
+
+def _pad(low: Lowering, op: Operation, a: list[Any]) -> Any:
+    # torch's pad list runs from the last axis backwards: (low_last, high_last, low_prev, ...)
+    pad = [n for lo, hi in reversed(list(zip(op.attrs["low"], op.attrs["high"]))) for n in (lo, hi)]
+    return low.ns.nn.functional.pad(a[0], pad)
+
+
+TABLE: dict[str, Lower] = {
+    "if": _if,
+    "while": _while,
+    "pad": _pad,
+    "combine": lambda low, op, a: list(a),
+    "split": lambda low, op, a: list(a[0]),
+    **{name: _inplace for name, d in OPS.items() if d.inplace_of is not None},
+}
+
+
+class _TorchLowering(Lowering):
+    def stop(self, x: Any) -> Any:
+        return x.detach()
+
+    def copy(self, x: Any) -> Any:
+        return [t.clone() for t in x] if isinstance(x, (list, tuple)) else x.clone()
+
+
+def _refused_inplace(e: RuntimeError) -> bool:
+    text = str(e)
+    return "in-place operation" in text or "inplace operation" in text
+
+
+class TorchBackend:
+    name = "torch"
+    capabilities = frozenset({"if", "while", "nesting", "inplace", "combine_split", "double_grad"})
+
+    def __init__(self) -> None:
+        try:
+            import array_api_compat.torch as xp
+            import torch
+        except ImportError as e:
+            raise ImportError(f"the torch backend needs torch ({e}): pip install 'gradcert[torch]'") from None
+        self.torch, self.xp = torch, xp
+        self.version = f"torch {torch.__version__}"
+
+    def run(self, case: Case) -> BackendResult:
+        try:
+            return self._run(case)
+        except RuntimeError as e:
+            if _refused_inplace(e):
+                raise Unsupported(f"PyTorch refuses an in-place op: {' '.join(str(e).split())[:300]}") from None
+            raise
+
+    def _run(self, case: Case) -> BackendResult:
+        torch = self.torch
+        t0 = time.perf_counter()
+        low = _TorchLowering("torch", TABLE, torch, kernels(self.xp), case.no_grad)
+        leaves = []
+        wanted = set(case.wrt)
+        for i, (v, x) in enumerate(zip(case.program.inputs, case.inputs)):
+            t = v.type
+            assert isinstance(t, TensorType)
+            leaf = torch.from_numpy(np.array(x))
+            # as a user would: only the inputs differentiated with respect to require grad
+            leaf.requires_grad_(i in wanted and is_differentiable(t) and not v.stop_gradient)
+            leaves.append(leaf)
+            low.env[v] = low.result(v, leaf)
+        low.run_block(case.program.block)
+        wrt = [leaves[i] for i in case.wrt]
+        ys = [low.env[v] for v in case.output_values]
+        grads = self._grad(ys, wrt, case.cotangents, case, 1, create_graph=case.order == 2)
+        forward = [low.env[v] for v in case.program.outputs]
+        if case.order == 2:
+            # the "forward" of a second-order case is its first-order gradients (those not None)
+            forward = [g for g in grads if g is not None]
+            cots2 = case.cotangents2
+            grads = (
+                self._grad(forward, wrt, cots2, case, 2)
+                if cots2 is None or len(cots2) == len(forward)
+                else [None] * len(wrt)  # the lowering oracle reports the count
+            )
+        t1 = time.perf_counter()
+        return BackendResult(
+            [None if g is None else g.detach().numpy().astype(np.float64) for g in grads],
+            self.version,
+            {"backend": t1 - t0},
+            forward=[y.detach().numpy() for y in forward],
+        )
+
+    def _grad(
+        self,
+        ys: Sequence[Any],
+        xs: Sequence[Any],
+        cots: Sequence[np.ndarray] | None,
+        case: Case,
+        order: int,
+        create_graph: bool = False,
+    ) -> list[Any]:
+        """Gradients of sum <u_k, y_k> w.r.t. `xs`, mapped onto the contract's `None`."""
+        torch = self.torch
+        us = [torch.ones_like(y) for y in ys] if cots is None else [torch.from_numpy(np.array(u)) for u in cots]
+        pairs = [(y, u) for y, u in zip(ys, us) if y.requires_grad]
+        wanted = [x for x in xs if x.requires_grad]
+        got: list[Any] = [None] * len(xs)
+        if pairs and wanted:
+            it = iter(
+                torch.autograd.grad(
+                    [y for y, _ in pairs],
+                    wanted,
+                    [u for _, u in pairs],
+                    allow_unused=True,
+                    create_graph=create_graph,
+                )
+            )
+            got = [next(it) if x.requires_grad else None for x in xs]
+        return to_contract(
+            got,
+            paths(case, order),
+            lambda k: torch.zeros_like(xs[k]),
+            lambda g: not bool(torch.any(g != 0)),
+        )

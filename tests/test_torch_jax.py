@@ -1,0 +1,168 @@
+"""The torch and jax backends, against a real PyTorch and JAX (installed by the `test` extra): the
+lowering agrees with the reference interpreter on every hand-written program, a quick
+certification of every area they can express passes, and the contract mapping (None versus
+zeros, refused in-place ops, loops JAX cannot reverse) holds on minimal programs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gradcert.conformance.api import BackendResult, Unsupported
+from gradcert.conformance.areas import AREAS
+from gradcert.conformance.backends import ReferenceBackend, resolve
+from gradcert.conformance.oracles import judge, lowering
+from gradcert.generators.case import Case
+from gradcert.reference import run
+from gradcert.reference.domains import safe_inputs
+from gradcert.reference.loader import load_program
+from gradcert.reference.text import parse_program
+
+from .conftest import EXAMPLES, ROOT, certify
+
+PROGRAMS = sorted((ROOT / "tests" / "programs").glob("*.gc")) + EXAMPLES
+BACKENDS = ["torch", "jax"]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> object:
+    return resolve(request.param)
+
+
+def _case(text: str, wrt: list[int], xs: list[np.ndarray] | None = None) -> Case:
+    p = parse_program(text)
+    return Case(p, xs if xs is not None else safe_inputs(p, 0), list(range(len(p.outputs))), wrt)
+
+
+def test_lowering_agrees_with_the_interpreter_on_every_program(backend: object) -> None:
+    wrong = {}
+    for path in PROGRAMS:
+        p = load_program(path)
+        xs = safe_inputs(p, 0)
+        case = Case(p, xs, [], [])
+        ref = [np.asarray(y) for y in run(p, xs).outputs]
+        try:
+            got = backend.run(case)  # type: ignore[attr-defined]
+        except Unsupported as e:
+            wrong[path.name] = f"unsupported: {e}"
+            continue
+        v = lowering(case, got, BackendResult([], forward=ref))
+        if v is not None:
+            wrong[path.name] = v.message
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_quick_certification_passes(name: str, tmp_path: Path) -> None:
+    r, records = certify(name, tmp_path)
+    assert r.returncode == 0, r.stdout[-4000:]
+    assert not [x for x in records if x["oracle"] == "lowering"]
+    # every area but the parameter-list API (Paddle's append_backward) is expressible
+    assert {x["area"] for x in records} == set(AREAS) - {"append_backward"}
+    bad = [x for x in records if x["status"] in ("fail", "error", "crash", "timeout")]
+    assert not bad, [(x["test_id"], x["message"][:200]) for x in bad]
+    # unsupported only where the framework documents a refusal (PyTorch's in-place checks)
+    unsupported = {x["area"] for x in records if x["status"] == "unsupported"}
+    assert unsupported <= {"inplace"}, unsupported
+    assert sum(x["status"] == "pass" for x in records) > 300
+
+
+# An input used only in the branch not taken: PyTorch's autograd never sees it (None), JAX gives
+# zeros; the program has a path, so the contract's answer is a zero gradient.
+UNTAKEN = """
+program(%x0: f64[3], %x1: f64[3]) {
+  %z = full() {dtype=f64, shape=[], value=0.0} : f64[]
+  %s = sum(%x0) {axes=[], keepdim=false} : f64[]
+  %c = greater_than(%s, %z) : bool[]
+  %y = if(%c) : f64[3] {
+  ^then:
+    %a = tanh(%x0) : f64[3]
+    yield(%a)
+  ^else:
+    %b = sin(%x1) : f64[3]
+    yield(%b)
+  }
+  return %y
+}
+"""
+
+# %x1 reaches the output only through `sign`, whose derivative is zero: no differentiable path.
+SIGN_ONLY = """
+program(%x0: f64[3], %x1: f64[3]) {
+  %s = sign(%x1) : f64[3]
+  %y = multiply(%x0, %s) : f64[3]
+  return %y
+}
+"""
+
+
+def test_untaken_branch_input_gets_zeros_not_none(backend: object) -> None:
+    case = _case(UNTAKEN, [0, 1], [np.array([0.5, 0.2, 0.1]), np.array([0.3, -0.4, 0.9])])
+    got = backend.run(case)  # type: ignore[attr-defined]
+    g0, g1 = got.grads
+    assert g1 is not None and not np.any(g1)
+    np.testing.assert_allclose(g0, 1 - np.tanh([0.5, 0.2, 0.1]) ** 2)
+    ref = ReferenceBackend().run(case)
+    assert judge(case, got, ref).status == "pass"
+
+
+def test_input_through_a_zero_derivative_only_gets_none(backend: object) -> None:
+    case = _case(SIGN_ONLY, [0, 1], [np.array([0.5, 0.2, 0.1]), np.array([0.3, -0.4, 0.9])])
+    g0, g1 = backend.run(case).grads  # type: ignore[attr-defined]
+    assert g1 is None
+    np.testing.assert_allclose(g0, [1.0, -1.0, 1.0])
+
+
+INPLACE_ON_INPUT = """
+program(%x0: f64[3]) {
+  %a = sin_(%x0) : f64[3]
+  return %a
+}
+"""
+
+
+def test_torch_refuses_in_place_on_an_input_it_differentiates() -> None:
+    torch = resolve("torch")
+    with pytest.raises(Unsupported, match="leaf Variable"):
+        torch.run(_case(INPLACE_ON_INPUT, [0]))
+    # not differentiated: the in-place op runs and overwrites, as the program says
+    got = torch.run(_case(INPLACE_ON_INPUT, [], [np.array([0.1, 0.2, 0.3])]))
+    np.testing.assert_allclose(got.forward[0], np.sin([0.1, 0.2, 0.3]))
+
+
+# A loop whose bound is computed from the input %x1. At the top level `jax.vjp` traces eagerly, so
+# the bound is a concrete value and the loop's trip count is known; inside a branch of `lax.cond`
+# (staged) it is abstract, and JAX cannot reverse `lax.while_loop`.
+LOOP = """
+  %i0 = full() {dtype=i64, shape=[], value=0.0} : i64[]
+  %n = cast(%x1) {dtype=i64} : i64[]
+  %i, %h = while(%i0, %x0) : i64[], f64[3] {
+  ^cond(%ci: i64[], %ch: f64[3]):
+    %go = less_than(%ci, %n) : bool[]
+    yield(%go)
+  ^body(%bi: i64[], %bh: f64[3]):
+    %one = full() {dtype=i64, shape=[], value=1.0} : i64[]
+    %ni = add(%bi, %one) : i64[]
+    %t = tanh(%bh) : f64[3]
+    yield(%ni, %t)
+  }
+"""
+TOP_LEVEL_BOUND = "program(%x0: f64[3], %x1: f64[]) {" + LOOP + "  return %h\n}\n"
+BOUND_IN_BRANCH = (
+    "program(%x0: f64[3], %x1: f64[], %c: bool[]) {\n  %y = if(%c) : f64[3] {\n  ^then:"
+    + LOOP
+    + "    yield(%h)\n  ^else:\n    yield(%x0)\n  }\n  return %y\n}\n"
+)
+
+
+def test_jax_loop_trip_count_known_when_tracing_or_unsupported() -> None:
+    jax, ref = resolve("jax"), ReferenceBackend()
+    xs = [np.array([0.1, 0.2, 0.3]), np.array(3.5)]  # three trips, away from a flip
+    case = _case(TOP_LEVEL_BOUND, [0, 1], xs)
+    got = jax.run(case)
+    assert judge(case, got, ref.run(case)).status == "pass"
+    assert got.grads[1] is None  # through `cast` to an integer: no differentiable path
+    with pytest.raises(Unsupported, match="trip count"):
+        jax.run(_case(BOUND_IN_BRANCH, [0, 1], [*xs, np.array(True)]))
