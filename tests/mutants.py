@@ -17,8 +17,8 @@ from gradcert.conformance.backends import ReferenceBackend
 from gradcert.generators.case import Case
 from gradcert.reference import backward
 from gradcert.reference.builder import Builder
+from gradcert.reference.ir import clone
 from gradcert.reference.ops import OPS
-from gradcert.reference.text import clone
 
 
 @contextmanager

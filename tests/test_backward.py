@@ -16,9 +16,8 @@ from gradcert.reference.domains import safe_inputs
 from gradcert.reference.finite_diff import held_values, jacobian_vjp
 from gradcert.reference.gradients import compute
 from gradcert.reference.invariants import check, snapshot, violations
-from gradcert.reference.ir import Program
+from gradcert.reference.ir import Program, clone
 from gradcert.reference.loader import load_program
-from gradcert.reference.text import clone
 from gradcert.reference.types import is_differentiable
 
 from .conftest import EXAMPLES, ROOT

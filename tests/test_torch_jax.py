@@ -20,7 +20,7 @@ from gradcert.reference.domains import safe_inputs
 from gradcert.reference.loader import load_program
 from gradcert.reference.text import parse_program
 
-from .conftest import EXAMPLES, ROOT, certify
+from .conftest import EXAMPLES, ROOT, certify, run_cli
 
 PROGRAMS = sorted((ROOT / "tests" / "programs").glob("*.gc")) + EXAMPLES
 BACKENDS = ["torch", "jax"]
@@ -166,3 +166,25 @@ def test_jax_loop_trip_count_known_when_tracing_or_unsupported() -> None:
     assert got.grads[1] is None  # through `cast` to an integer: no differentiable path
     with pytest.raises(Unsupported, match="trip count"):
         jax.run(_case(BOUND_IN_BRANCH, [0, 1], [*xs, np.array(True)]))
+
+
+@pytest.mark.parametrize("mutant", ["TorchTanhOff", "JaxTanhOff"])
+def test_a_wrong_framework_gradient_is_caught(mutant: str, tmp_path: Path) -> None:
+    r = run_cli(
+        "certify",
+        "--backend",
+        f"tests.framework_mutants:{mutant}",
+        "--profile",
+        "quick",
+        "--areas",
+        "elementwise",
+        "--results",
+        str(tmp_path / "r.jsonl"),
+        "--findings",
+        str(tmp_path / "f"),
+    )
+    assert r.returncode == 1, r.stdout[-2000:]
+    assert "fail (reference)" in r.stdout, r.stdout[-2000:]
+    # the shrunk case is a single tanh
+    saved = list((tmp_path / "f").glob("*/*.case"))
+    assert saved and any(p.read_text().count("tanh(") == 1 for p in saved)

@@ -44,7 +44,7 @@ class Session:
         self.capabilities = backend.capabilities
         isolate = (spec != "reference") if isolate is None else isolate
         self.runner: InProcess | Isolated = Isolated(spec, timeout) if isolate else InProcess(backend)
-        self.reference = ReferenceBackend()
+        self.reference = ReferenceBackend(listing=False)  # the expected gradients only
         self.results = ResultsFile(results) if results is not None else None
         self.findings = Path(findings)
         self.done = self.results.finished() if self.results is not None else {}

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..generators.case import Case
-from ..reference.ir import Operation
+from ..reference.ir import Operation, Value
 from ..reference.ops import OPS
 from ..reference.types import TensorType, is_differentiable
 from .api import BackendResult, Unsupported
@@ -94,6 +94,7 @@ def _refused_inplace(e: RuntimeError) -> bool:
 class TorchBackend:
     name = "torch"
     capabilities = frozenset({"if", "while", "nesting", "inplace", "combine_split", "double_grad"})
+    table: dict[str, Lower] = TABLE  # a subclass may lower some ops otherwise (tests plant bugs so)
 
     def __init__(self) -> None:
         try:
@@ -112,25 +113,34 @@ class TorchBackend:
                 raise Unsupported(f"PyTorch refuses an in-place op: {' '.join(str(e).split())[:300]}") from None
             raise
 
-    def _run(self, case: Case) -> BackendResult:
-        torch = self.torch
-        t0 = time.perf_counter()
-        low = _TorchLowering("torch", TABLE, torch, kernels(self.xp), case.no_grad)
-        leaves = []
-        wanted = set(case.wrt)
+    def leaves(self, case: Case) -> list[Any]:
+        """The case's inputs as tensors; as a user would, only the inputs differentiated with
+        respect to require grad."""
+        wanted, out = set(case.wrt), []
         for i, (v, x) in enumerate(zip(case.program.inputs, case.inputs)):
             t = v.type
             assert isinstance(t, TensorType)
-            leaf = torch.from_numpy(np.array(x))
-            # as a user would: only the inputs differentiated with respect to require grad
+            leaf = self.torch.from_numpy(np.array(x))
             leaf.requires_grad_(i in wanted and is_differentiable(t) and not v.stop_gradient)
-            leaves.append(leaf)
+            out.append(leaf)
+        return out
+
+    def lower(self, case: Case, leaves: Sequence[Any]) -> dict[Value, Any]:
+        """Run the program eagerly on `leaves` (one tensor per input): every top-level value."""
+        low = _TorchLowering("torch", self.table, self.torch, kernels(self.xp), case.no_grad)
+        for v, leaf in zip(case.program.inputs, leaves):
             low.env[v] = low.result(v, leaf)
         low.run_block(case.program.block)
+        return low.env
+
+    def _run(self, case: Case) -> BackendResult:
+        t0 = time.perf_counter()
+        leaves = self.leaves(case)
+        env = self.lower(case, leaves)
         wrt = [leaves[i] for i in case.wrt]
-        ys = [low.env[v] for v in case.output_values]
+        ys = [env[v] for v in case.output_values]
         grads = self._grad(ys, wrt, case.cotangents, case, 1, create_graph=case.order == 2)
-        forward = [low.env[v] for v in case.program.outputs]
+        forward = [env[v] for v in case.program.outputs]
         if case.order == 2:
             # the "forward" of a second-order case is its first-order gradients (those not None)
             forward = [g for g in grads if g is not None]

@@ -11,8 +11,7 @@ import numpy as np
 from .backward import Gradients, grad
 from .interpreter import Interpreter, to_numpy
 from .invariants import Snapshot, snapshot
-from .ir import Program, Value
-from .text import clone
+from .ir import Program, Value, clone
 from .types import TensorType
 
 

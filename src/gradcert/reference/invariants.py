@@ -55,12 +55,12 @@ class InvariantError(AssertionError):
 
 def violations(g: Gradients, before: Snapshot) -> list[str]:
     program = g.program
-    name = Namer(program)
     lines: dict[Operation, int] = {}
-    print_program(program, lines)
 
     def where(op: Operation) -> str:
-        first = f" {name(op.results[0])}" if op.results else ""
+        if not lines:  # printed only to name a violation: the common case has none
+            print_program(program, lines)
+        first = f" {Namer(program)(op.results[0])}" if op.results else ""
         return f"line {lines.get(op, '?')}: '{op.name}'{first}"
 
     out = [f"verifier: {e.line}:{e.col}: {e.message}" for e in verify_all(program)]
@@ -76,7 +76,7 @@ def violations(g: Gradients, before: Snapshot) -> list[str]:
             out.append(f"forward ops of block ^{blk.label} were reordered")
 
     used_by_caller = {v for v in g.grads if v is not None} | set(program.outputs)
-    for op in sorted(g.added, key=lambda o: lines.get(o, 0)):
+    for op in (o for o in program.walk() if o in g.added):  # in program order
         if not op.results or any(OPS[o.name].effects for o in op.walk()):
             continue  # a yield, or an op whose (nested) side effects keep it alive
         if all(not r.uses and r not in used_by_caller for r in op.results):

@@ -169,3 +169,36 @@ class Program:
         from .text import print_program
 
         return print_program(self)
+
+
+def clone(program: Program) -> tuple[Program, dict[Value, Value]]:
+    """A deep copy, and the map from this program's values to the copy's. Names, flags, source
+    positions and backward origins (where the origin is in the program) are kept; types are
+    immutable and shared."""
+    values: dict[Value, Value] = {}
+    ops: dict[Operation, Operation] = {}
+
+    def value(v: Value) -> Value:
+        values[v] = c = Value(v.type, v.name, v.stop_gradient)
+        return c
+
+    def block(b: Block) -> Block:
+        nb = Block(b.label, [value(a) for a in b.args])
+        for op in b.ops:
+            nb.append(operation(op))
+        return nb
+
+    def operation(op: Operation) -> Operation:
+        operands = [values[v] for v in op.operands]
+        blocks = [block(b) for b in op.blocks]  # nested blocks cannot read the op's own results
+        new = Operation(op.name, operands, [value(r) for r in op.results], op.attrs, blocks)
+        new.line, new.col = op.line, op.col
+        new.origin = ops.get(op.origin) if op.origin is not None else None
+        ops[op] = new
+        return new
+
+    copy = Program([value(v) for v in program.inputs])
+    for op in program.block.ops:
+        copy.block.append(operation(op))
+    copy.outputs = [values[v] for v in program.outputs]
+    return copy, values

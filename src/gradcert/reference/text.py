@@ -368,14 +368,3 @@ class _Parser:
 def parse_program(src: str) -> Program:
     """Parse program text; raises ParseError naming line and column. Does not verify."""
     return _Parser(src).program()
-
-
-def clone(program: Program) -> tuple[Program, dict[Value, Value]]:
-    """A deep copy through the text format, and the map from this program's values to the copy's."""
-    names = Namer(program)
-    copy = parse_program(print_program(program))
-    by_name: dict[str, Value] = {}
-    for v in _all_values(copy):
-        if v.name is not None:
-            by_name[v.name] = v
-    return copy, {v: by_name[n] for v, n in names.names.items()}
