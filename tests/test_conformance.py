@@ -29,7 +29,8 @@ def test_unknown_backend_is_one_line_and_exit_2(tmp_path: Path) -> None:
     r = run_cli("certify", "--backend", "no-such-backend", cwd=tmp_path)
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
-        "gradcert: error: unknown backend 'no-such-backend' (known: jax, paddle, reference, torch; or use module:attribute)"
+        "gradcert: error: unknown backend 'no-such-backend' "
+        "(known: jax, paddle, reference, torch; or use module:attribute)"
     ]
     with pytest.raises(UnknownBackend, match="cannot load backend"):
         resolve("no_such_module:thing")
