@@ -191,7 +191,10 @@ class PaddleBackend:
         {"if", "while", "nesting", "inplace", "combine_split", "double_grad", "backward_program", "append_backward"}
     )
 
-    def __init__(self) -> None:
+    def __init__(self, listing: bool = True) -> None:
+        """`listing`: list the program's ops for the structural invariants (off to time the
+        backend alone)."""
+        self.listing = listing
         os.environ.setdefault("GLOG_minloglevel", "2")  # the executor's info lines, per run
         try:
             import paddle
@@ -297,7 +300,8 @@ class PaddleBackend:
                         built.grads = list(grad(first, wrt, grad_outputs=cots2))
                     else:
                         built.grads = [None] * len(wrt)
-                built.ops = _listing(main.global_block(), before, {v.id for v in built.fetch})
+                if self.listing:
+                    built.ops = _listing(main.global_block(), before, {v.id for v in built.fetch})
         return built
 
     def _cotangents(self, cots: Sequence[np.ndarray] | None, prefix: str, feed: dict[str, np.ndarray]) -> Any:

@@ -39,6 +39,14 @@ class Case:
     # (of sum <cotangents, outputs> w.r.t. wrt, those that are not None, in order)
     order: int = 1
     cotangents2: list[np.ndarray] | None = None
+    # The text, made once: a case is a value (derive another with `dataclasses.replace`; setting
+    # a field drops the text, changing a list in place does not).
+    _text: str | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name != "_text":
+            object.__setattr__(self, "_text", None)
 
     @property
     def output_values(self) -> list[Value]:
@@ -49,6 +57,11 @@ class Case:
         return [self.program.inputs[i] for i in self.wrt]
 
     def to_text(self) -> str:
+        if self._text is None:
+            self._text = self._print()
+        return self._text
+
+    def _print(self) -> str:
         names = Namer(self.program)
         meta: dict[str, Any] = {
             "format": FORMAT,
