@@ -129,7 +129,8 @@ def measure(name: str, n: int) -> float:
     parts = {"generation": gen, **clock.spent}
     parts["bookkeeping"] = total - sum(parts.values())
     print(
-        f"{name}: {n} checks, mean {1e3 * statistics.fmean(totals):.2f} ms/check, floor {1e3 * statistics.fmean(floors):.2f} ms"
+        f"{name}: {n} checks, mean {1e3 * statistics.fmean(totals):.2f} ms/check, "
+        f"floor {1e3 * statistics.fmean(floors):.2f} ms"
     )
     print("  where the time goes: " + ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in parts.items()))
     return total / sum(floors)

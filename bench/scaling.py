@@ -46,7 +46,8 @@ def main() -> None:
             best[workers] = max(best.get(workers, 0.0), rate)
             print(f"{workers} worker(s): {n} verdicts in {dt:.1f} s = {rate:.1f} verdicts/s", flush=True)
     print(
-        f"ratio throughput 2 workers / 1 worker ({args.backend}, {args.profile}): {best[2] / best[1]:.2f} (target >= 1.8)"
+        f"ratio throughput 2 workers / 1 worker ({args.backend}, {args.profile}): "
+        f"{best[2] / best[1]:.2f} (target >= 1.8)"
     )
 
 
