@@ -12,8 +12,9 @@ Lowering choices (the README's JAX section says what was measured):
   under `jax.ensure_compile_time_eval`); where it is concrete, the loop is
   `lax.fori_loop(0, trips, body)` with static bounds (a `scan`, which JAX reverses); where an
   inner loop's trip count depends on this loop's counter (abstract inside `fori_loop`), this loop
-  is unrolled instead, its trips traced one by one. Where the trip count depends on traced values
-  (a bound computed from a differentiated input), the case is `unsupported`.
+  is unrolled instead, its trips traced one by one. `jax.vjp` traces eagerly, so even a bound
+  computed from a differentiated input is concrete at the top level; inside a `lax.cond` branch
+  (staged) such a bound is abstract, and the case is `unsupported`.
 - `stop_gradient` values and the no-grad set are `lax.stop_gradient`.
 - Contract mapping: JAX returns zeros, never `None`; a zero gradient of an input with no path to
   the outputs in the program is `None` (`contract.py`). Second order is `jax.vjp` of the function
