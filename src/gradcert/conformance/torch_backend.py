@@ -57,8 +57,6 @@ def _inplace(low: Lowering, op: Operation, a: list[Any]) -> Any:
     d = OPS[op.name]
     assert d.inplace_of is not None and d.base is not None
     target, rest = a[d.inplace_of], a[: d.inplace_of] + a[d.inplace_of + 1 :]
-    if d.base == "scale":
-        return target.mul_(op.attrs["scale"]).add_(op.attrs["bias"])
     return getattr(target, d.base + "_")(*rest)
 
 
@@ -75,6 +73,7 @@ TABLE: dict[str, Lower] = {
     "combine": lambda low, op, a: list(a),
     "split": lambda low, op, a: list(a[0]),
     **{name: _inplace for name, d in OPS.items() if d.inplace_of is not None},
+    "scale_": lambda low, op, a: a[0].mul_(op.attrs["scale"]).add_(op.attrs["bias"]),
 }
 
 
