@@ -259,6 +259,11 @@ def test_capabilities_narrow_every_area_and_skip_what_needs_them(tmp_path: Path)
         "tests.mutants:NoLoops", "inplace,while,nesting,multi_output", tmp_path, "--isolate", "no"
     )
     assert code == 0, out[-3000:]
-    assert {r["area"] for r in records} == {"inplace", "multi_output"}
-    assert all("while(" not in r["case"] for r in records)
+    judged = [r for r in records if r["case_id"]]
+    assert {r["area"] for r in judged} == {"inplace", "multi_output"}
+    assert all("while(" not in r["case"] for r in judged)
     assert "skipped" in out
+    # the skipped areas are on record as unsupported, one verdict per test, naming what is lacking
+    whole = [r for r in records if not r["case_id"]]
+    assert {r["area"] for r in whole} == {"while", "nesting"}
+    assert all(r["status"] == "unsupported" and "lacks" in r["message"] and "while" in r["message"] for r in whole)

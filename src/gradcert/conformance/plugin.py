@@ -4,6 +4,7 @@ session fixture, capability skips and per-backend known failures."""
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -122,22 +123,50 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     areas.CAPABILITIES = frozenset(backend.capabilities)
     known = known_failures(backend.name)
     matched: set[str] = set()
+    controller = not hasattr(config, "workerinput")
     for item in items:
         area = getattr(getattr(item, "obj", None), "_gradcert_area", None)
         if area is None:
             continue
         item.add_marker(pytest.mark.gradcert_area(area.name))
-        missing = area.needs - backend.capabilities
-        if missing:
-            item.add_marker(pytest.mark.skip(reason=f"unsupported: {backend.name} lacks {', '.join(sorted(missing))}"))
         from .areas import test_id
 
         rel = test_id(item)
+        missing = area.needs - backend.capabilities
+        if missing:
+            why = f"{backend.name} lacks {', '.join(sorted(missing))}"
+            item.add_marker(pytest.mark.skip(reason=f"unsupported: {why}"))
+            if controller:  # on record, so that reports show the area as unsupported, not absent
+                _record_unsupported(config, backend, area.name, rel, why)
         for prefix, reason in known:
             if rel.startswith(prefix):
                 matched.add(prefix)
                 item.add_marker(pytest.mark.xfail(reason=reason, strict=False))
-    if not hasattr(config, "workerinput"):  # warn once, in the controlling process
+    if controller:  # warn once
         for prefix, _ in known:
             if prefix not in matched:
                 warnings.warn(f"known-failures entry {prefix!r} for {backend.name} matches no test", stacklevel=1)
+
+
+def _record_unsupported(config: pytest.Config, backend: Any, area: str, test: str, why: str) -> None:
+    """One `unsupported` verdict for a whole test whose area needs a capability the backend lacks."""
+    path = config.getoption(RESULTS)
+    if not path:
+        return
+    from .results import ResultsFile
+
+    ResultsFile(path).append(
+        {
+            "test_id": test,
+            "case_id": "",
+            "area": area,
+            "backend": backend.name,
+            "backend_version": backend.version,
+            "profile": config.getoption(PROFILE),
+            "seed": config.getoption(SEED),
+            "time": time.time(),
+            "status": "unsupported",
+            "oracle": "capabilities",
+            "message": why,
+        }
+    )
