@@ -35,7 +35,9 @@ def run_cli(
     )
 
 
-def certify(backend: str, tmp_path: Path, profile: str = "quick") -> tuple[subprocess.CompletedProcess[str], list[Any]]:
+def certify(
+    backend: str, tmp_path: Path, profile: str = "quick", workers: str = "1"
+) -> tuple[subprocess.CompletedProcess[str], list[Any]]:
     """`gradcert certify --backend BACKEND` into `tmp_path`: the run and its result records."""
     results = tmp_path / "r.jsonl"
     r = run_cli(
@@ -50,6 +52,8 @@ def certify(backend: str, tmp_path: Path, profile: str = "quick") -> tuple[subpr
         str(tmp_path / "r.html"),
         "--findings",
         str(tmp_path / "findings"),
+        "--workers",
+        workers,
         timeout=1800,
     )
     records = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []

@@ -124,6 +124,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     known = known_failures(backend.name)
     matched: set[str] = set()
     controller = not hasattr(config, "workerinput")
+    # under xdist the controller collects nothing: the first worker records for all
+    recorder = controller or getattr(config, "workerinput", {}).get("workerid") == "gw0"
     for item in items:
         area = getattr(getattr(item, "obj", None), "_gradcert_area", None)
         if area is None:
@@ -136,7 +138,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if missing:
             why = f"{backend.name} lacks {', '.join(sorted(missing))}"
             item.add_marker(pytest.mark.skip(reason=f"unsupported: {why}"))
-            if controller:  # on record, so that reports show the area as unsupported, not absent
+            if recorder:  # on record, so that reports show the area as unsupported, not absent
                 _record_unsupported(config, backend, area.name, rel, why)
         for prefix, reason in known:
             if rel.startswith(prefix):
