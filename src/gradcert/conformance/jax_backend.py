@@ -35,7 +35,7 @@ from ..reference.ir import Operation
 from ..reference.types import TensorType, is_differentiable
 from .api import BackendResult, Unsupported
 from .contract import paths, to_contract
-from .lowering import Lower, Lowering, kernels
+from .lowering import VECTORS, Lower, Lowering, kernels
 
 TRIP_LIMIT = 10_000
 
@@ -78,8 +78,7 @@ TABLE: dict[str, Lower] = {
     "if": _if,
     "while": _while,
     "pad": _pad,
-    "combine": lambda low, op, a: list(a),
-    "split": lambda low, op, a: list(a[0]),
+    **VECTORS,
 }
 
 

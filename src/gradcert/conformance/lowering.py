@@ -95,6 +95,13 @@ def kernels(xp: Any) -> Lower:
     return lower
 
 
+# Vectors are Python lists of the framework's tensors: `combine` makes one, `split` takes it apart.
+VECTORS: dict[str, Lower] = {
+    "combine": lambda low, op, a: list(a),
+    "split": lambda low, op, a: list(a[0]),
+}
+
+
 def flatten(values: Iterable[Any], types: Iterable[Type]) -> list[Any]:
     out: list[Any] = []
     for x, t in zip(values, types):

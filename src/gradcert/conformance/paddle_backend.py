@@ -34,7 +34,7 @@ from ..reference.interpreter import run
 from ..reference.ir import Operation
 from ..reference.types import TensorType, is_differentiable
 from .api import BackendResult, OpRecord, Unsupported
-from .lowering import DTYPE_NAMES, Lower, Lowering, flatten, types_of, unflatten
+from .lowering import DTYPE_NAMES, VECTORS, Lower, Lowering, flatten, types_of, unflatten
 from .oracles import REF_ATOL, REF_RTOL
 
 # ops that keep a stack balanced or end a block: never dead, whatever their uses
@@ -135,8 +135,7 @@ TABLE: dict[str, Lower] = {
     "cast": lambda low, op, a: low.ns.cast(a[0], DTYPE_NAMES[op.attrs["dtype"]]),
     "assign": lambda low, op, a: low.ns.assign(a[0]),
     "where": lambda low, op, a: low.ns.where(a[0], a[1], a[2]),
-    "combine": lambda low, op, a: list(a),
-    "split": lambda low, op, a: list(a[0]),
+    **VECTORS,
     "concat": lambda low, op, a: low.ns.concat(a[0], axis=op.attrs["axis"]),
     "split_with_sections": lambda low, op, a: list(
         low.ns.split(a[0], list(op.attrs["sections"]), axis=op.attrs["axis"])

@@ -34,7 +34,7 @@ from ..reference.ops import OPS
 from ..reference.types import TensorType, is_differentiable
 from .api import BackendResult, Unsupported
 from .contract import paths, to_contract
-from .lowering import Lower, Lowering, kernels
+from .lowering import VECTORS, Lower, Lowering, kernels
 
 TRIP_LIMIT = 10_000
 
@@ -70,8 +70,7 @@ TABLE: dict[str, Lower] = {
     "if": _if,
     "while": _while,
     "pad": _pad,
-    "combine": lambda low, op, a: list(a),
-    "split": lambda low, op, a: list(a[0]),
+    **VECTORS,
     **{name: _inplace for name, d in OPS.items() if d.inplace_of is not None},
     "scale_": lambda low, op, a: a[0].mul_(op.attrs["scale"]).add_(op.attrs["bias"]),
 }
