@@ -6,6 +6,8 @@ shows the program around it.
 
 from __future__ import annotations
 
+import functools
+
 from .builder import check_arity, normalize_attrs
 from .ir import Block, Operation, Program, Value
 from .ops import DECLARED, OPS, TypeRuleError, lookup
@@ -51,13 +53,29 @@ class InPlaceError(VerifyError):
 class _Verifier:
     def __init__(self, program: Program, source: str | None) -> None:
         self.program = program
-        printed: dict[Operation, int] = {}
-        text = print_program(program, printed)
-        self.src = (source or text).splitlines()
+        self.source = source
         self.parsed = source is not None
-        self.printed = printed
         self.errors: list[VerifyError] = []
-        self.name = Namer(program)
+
+    # The program is printed (and its values named) only to show where an error is: a valid
+    # program, the common case, is never printed.
+    @functools.cached_property
+    def _printout(self) -> tuple[list[str], dict[Operation, int]]:
+        lines: dict[Operation, int] = {}
+        text = print_program(self.program, lines)
+        return (self.source or text).splitlines(), lines
+
+    @property
+    def src(self) -> list[str]:
+        return self._printout[0]
+
+    @property
+    def printed(self) -> dict[Operation, int]:
+        return self._printout[1]
+
+    @functools.cached_property
+    def name(self) -> Namer:
+        return Namer(self.program)
 
     def locate(self, op: Operation | None) -> tuple[int, int]:
         if op is None:
