@@ -5,7 +5,12 @@ Tolerances, and how they were derived:
 - reference: |g - g_ref| <= REF_ATOL + REF_RTOL * max|g_ref| per input. Two correct float64
   backwards differ by rounding only (kernel order, fused ops): measured up to ~1e-14 relative on
   the generators' bounded programs. 1e-9 leaves five orders of margin and still catches a 1e-6
-  relative error (a mutant of the test suite).
+  relative error (a mutant of the test suite). The absolute part is not relative to the gradient:
+  a cancellation (`1 - tanh(x)^2` near saturation) leaves an absolute error of about eps that the
+  chain rule then multiplies by the values it passes through (up to ~30 here, several matmuls
+  deep). A JAX fuzz of 19,000 cases measured such errors up to 2.5e-12 on gradients of 1e-6
+  (JAX and the reference rounding differently, PyTorch agreeing with the reference): REF_ATOL was
+  1e-12 then, 15 false alarms; 1e-10 leaves a 40x margin.
 - finite differences: |<g, v> - D| <= FD_ATOL + FD_RTOL * (sum_i <|g_i|, |v_i|> + |D|), with D the
   directional derivative by central differences and one Richardson step (h = 1e-3, truncation
   O(h^4) ~ 1e-12, rounding ~ eps |f| / h ~ 1e-13 for values bounded by 6). 1e-6 is far above
@@ -29,7 +34,7 @@ from ..reference.ir import Program
 from ..reference.types import is_differentiable
 from .api import BackendResult, Verdict
 
-REF_RTOL, REF_ATOL = 1e-9, 1e-12
+REF_RTOL, REF_ATOL = 1e-9, 1e-10
 FD_RTOL, FD_ATOL = 1e-6, 1e-8
 
 
