@@ -18,6 +18,7 @@ Ratios last (target: <= 1.5 on the reference and paddle backends).
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -98,6 +99,7 @@ def measure(name: str, n: int) -> float:
     feats = FULL.narrow(caps)
     with tempfile.TemporaryDirectory() as d:
         s = Session(name, Path(d) / "r.jsonl", Path(d) / "f", isolate=False)
+        gc.freeze()  # as the plugin does once a worker's session is up
         floor = floor_backend(name)
         clock = Clock()
         totals, floors, gen = [], [], 0.0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -59,4 +59,5 @@ class Verdict:
     actual: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        # shallow (asdict deep-copies every gradient list, for a record that is only serialised)
+        return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -14,8 +14,7 @@ from .. import __version__
 from ..generators.case import Case
 from ..reference.backward import BackwardError
 from ..reference.gradients import compute, first_order
-from ..reference.invariants import violations
-from ..reference.ops import OPS
+from ..reference.invariants import ZERO_FILL, effectful, violations
 from .api import Backend, BackendResult, OpRecord, Unsupported
 
 GROUP = "gradcert.backends"
@@ -67,13 +66,14 @@ class ReferenceBackend:
             return BackendResult(grads, self.version, {"backward": t1 - t0}, None, [], ys)
         g = c.transformed
         returned = {v for v in g.grads if v is not None} | set(g.program.outputs)
+        kept = effectful(g.program)
         ops = [
             OpRecord(
                 op.name,
                 op in g.added,
                 bool(op.results) and all(not r.uses and r not in returned for r in op.results),
-                any(OPS[o.name].effects for o in op.walk()),
-                op.name in ("full", "full_like") and op in g.added,
+                op in kept,
+                op.name in ZERO_FILL and op in g.added,
             )
             for op in g.program.walk()
             if op.name != "yield"

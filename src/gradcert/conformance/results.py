@@ -9,7 +9,7 @@ import fcntl
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 
 class ResultsFileError(Exception):
@@ -20,16 +20,23 @@ class ResultsFile:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[str] | None = None  # opened at the first verdict, kept open (appends only)
 
     def append(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, sort_keys=True) + "\n"
-        with open(self.path, "a") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                f.write(line)
-                f.flush()
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+        if self._file is None or self._file.closed:
+            self._file = open(self.path, "a")
+        f = self._file
+        fcntl.flock(f, fcntl.LOCK_EX)  # workers append to one file: whole lines only
+        try:
+            f.write(line)
+            f.flush()
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
 
     def finished(self) -> dict[tuple[str, str], dict[str, Any]]:
         """(test id, case id) -> record, for every verdict already written."""

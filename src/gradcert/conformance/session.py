@@ -61,6 +61,8 @@ class Session:
 
     def close(self) -> None:
         self.runner.close()
+        if self.results is not None:
+            self.results.close()
 
     # --- one case ------------------------------------------------------------------------------
     def judge(self, area: Area, case: Case) -> Verdict:

@@ -30,7 +30,7 @@ from ..reference.builder import Builder, ProgramBuilder
 from ..reference.interpreter import Interpreter
 from ..reference.ir import Block, Operation, Value
 from ..reference.ops import OPS
-from ..reference.types import TensorType, is_differentiable
+from ..reference.types import FLOAT_DTYPES, TensorType, is_differentiable
 from .case import Case
 from .choices import Chooser
 from .features import Features
@@ -91,7 +91,7 @@ class Generator:
 
     # --- values --------------------------------------------------------------------------------
     def floats(self, s: _Scope) -> list[Value]:
-        return [v for v in s.pool if is_differentiable(v.type) and isinstance(v.type, TensorType)]
+        return [v for v in s.pool if v.type.__class__ is TensorType and v.type.dtype in FLOAT_DTYPES]
 
     def pick(self, s: _Scope, among: Sequence[Value] | None = None) -> Value:
         cands = list(among if among is not None else self.floats(s))
@@ -465,7 +465,7 @@ def _magnitude(x: object) -> float:
     if isinstance(x, tuple):
         return max((_magnitude(e) for e in x), default=0.0)
     a = np.asarray(x)
-    return float(np.max(np.abs(a))) if a.size and a.dtype.kind == "f" else 0.0
+    return float(np.abs(a).max()) if a.size and a.dtype.kind == "f" else 0.0
 
 
 def _broadcasts(a: tuple[int, ...], b: tuple[int, ...]) -> bool:

@@ -42,11 +42,13 @@ class Case:
     # The text, made once: a case is a value (derive another with `dataclasses.replace`; setting
     # a field drops the text, changing a list in place does not).
     _text: str | None = field(default=None, init=False, repr=False, compare=False)
+    _id: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
-        if name != "_text":
+        if name[0] != "_":
             object.__setattr__(self, "_text", None)
+            object.__setattr__(self, "_id", None)
 
     @property
     def output_values(self) -> list[Value]:
@@ -75,11 +77,15 @@ class Case:
             "order": self.order,
             "cotangents2": None if self.cotangents2 is None else [_array(u) for u in self.cotangents2],
         }
-        return print_program(self.program) + "---\n" + json.dumps(meta, indent=1) + "\n"
+        # one key a line, each value on its line (the C encoder: `indent` takes the pure-Python one)
+        request = ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in meta.items())
+        return print_program(self.program, namer=names) + "---\n{\n" + request + "\n}\n"
 
     @property
     def id(self) -> str:
-        return hashlib.sha1(self.to_text().encode()).hexdigest()[:12]
+        if self._id is None:
+            self._id = hashlib.sha1(self.to_text().encode()).hexdigest()[:12]
+        return self._id
 
     def size(self) -> int:
         """Ops that compute: terminators and constants (`full`) are not counted."""

@@ -20,6 +20,8 @@ _KINDS: dict[str, Callable[[Any], bool]] = {
 
 def normalize_attrs(d: OpDef, attrs: dict[str, Any] | None) -> dict[str, Any]:
     """Fill defaults, coerce ints to floats and lists to tuples, and check every attribute's kind."""
+    if not attrs and not d.attrs:
+        return {}  # most ops take no attribute: skip the dict work
     out = {}
     for k, v in {**d.defaults, **(attrs or {})}.items():
         if k not in d.attrs:

@@ -63,21 +63,29 @@ def violations(g: Gradients, before: Snapshot) -> list[str]:
         first = f" {Namer(program)(op.results[0])}" if op.results else ""
         return f"line {lines.get(op, '?')}: '{op.name}'{first}"
 
-    out = [f"verifier: {e.line}:{e.col}: {e.message}" for e in verify_all(program)]
     now = set(program.walk())
+    out: list[str] = []
+    unchanged = set()
     for op, sig in before.ops.items():
         if op not in now:
             out.append(f"forward op {where(op)} was removed")
         elif _sig(op) != sig:
             out.append(f"forward op {where(op)} was changed")
+        else:
+            unchanged.add(op)
+    # the forward ops' type rules held before the transform (the builder infers every result type,
+    # the parser verifies): the unchanged ones need no second run; scopes and the in-place rule
+    # are checked for every op, as the backward's ops may break them for forward ones
+    out[:0] = [f"verifier: {e.line}:{e.col}: {e.message}" for e in verify_all(program, trusted=unchanged)]
     for blk, order in before.order.items():
         kept = [op for op in blk.ops if op in before.ops]
         if kept != [op for op in order if op in now]:
             out.append(f"forward ops of block ^{blk.label} were reordered")
 
     used_by_caller = {v for v in g.grads if v is not None} | set(program.outputs)
+    kept = effectful(program)
     for op in (o for o in program.walk() if o in g.added):  # in program order
-        if not op.results or any(OPS[o.name].effects for o in op.walk()):
+        if not op.results or op in kept:
             continue  # a yield, or an op whose (nested) side effects keep it alive
         if all(not r.uses and r not in used_by_caller for r in op.results):
             kind = "zero-fill" if op.name in ZERO_FILL else "dead backward op"
@@ -95,6 +103,25 @@ def violations(g: Gradients, before: Snapshot) -> list[str]:
         if not on_path:
             out.append(f"backward op {where(op)} differentiates {where(src)}, which no input-to-output path crosses")
     return out
+
+
+def effectful(program: Program) -> set[Operation]:
+    """Ops with side effects, their own or of an op nested in their blocks: never dead."""
+    found: set[Operation] = set()
+
+    def block(b: Block) -> bool:
+        any_ = False
+        for op in b.ops:
+            inner = False
+            for sub in op.blocks:
+                inner = block(sub) or inner
+            if inner or OPS[op.name].effects:
+                found.add(op)
+                any_ = True
+        return any_
+
+    block(program.block)
+    return found
 
 
 def _nested_in_path(op: Operation, coreach: set[Value]) -> bool:

@@ -80,14 +80,24 @@ def _all_values(program: Program) -> Iterator[Value]:
     return block(program.block)
 
 
+_TYPE_TEXT: dict[Type, str] = {}  # a program has few distinct types: each is formatted once
+
+
 def _typed(v: Value) -> str:
-    return str(v.type) + (" stop_gradient" if v.stop_gradient else "")
+    t = v.type
+    text = _TYPE_TEXT.get(t)
+    if text is None:
+        text = _TYPE_TEXT[t] = str(t)
+    return text + " stop_gradient" if v.stop_gradient else text
 
 
-def print_program(program: Program, lines: dict[Operation, int] | None = None, origins: bool = False) -> str:
+def print_program(
+    program: Program, lines: dict[Operation, int] | None = None, origins: bool = False, namer: Namer | None = None
+) -> str:
     """The program's text. With `lines`, records each op's line number; with `origins`, each
-    backward op is annotated with the forward op it came from (an annotation the parser skips)."""
-    name = Namer(program)
+    backward op is annotated with the forward op it came from (an annotation the parser skips).
+    `namer`: the program's Namer, where the caller has made it already."""
+    name = namer or Namer(program)
     out: list[str] = []
 
     def emit_block(b: Block, depth: int) -> None:
