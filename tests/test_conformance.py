@@ -16,7 +16,7 @@ import pytest
 
 from gradcert.conformance import BackendResult, ReferenceBackend, UnknownBackend, resolve
 from gradcert.conformance.areas import AREAS
-from gradcert.conformance.oracles import finite_differences, judge, semantics
+from gradcert.conformance.oracles import REF_ATOL, REF_RTOL, _close, finite_differences, judge, semantics
 from gradcert.conformance.results import ResultsFile, ResultsFileError, read_records
 from gradcert.conformance.runner import Isolated, Outcome
 from gradcert.generators import draw_case
@@ -267,3 +267,12 @@ def test_capabilities_narrow_every_area_and_skip_what_needs_them(tmp_path: Path)
     whole = [r for r in records if not r["case_id"]]
     assert {r["area"] for r in whole} == {"while", "nesting"}
     assert all(r["status"] == "unsupported" and "lacks" in r["message"] and "while" in r["message"] for r in whole)
+
+
+def test_forward_comparison_agrees_with_allclose() -> None:
+    """The lowering oracle's fast comparison decides as np.allclose does, infinities and NaN included."""
+    vals = [0.0, 1.0, -1.0, 1.0 + 1e-10, 1.0 + 1e-8, 1e-11, -1e-9, np.inf, -np.inf, np.nan]
+    for a in vals:
+        for b in vals:
+            y, r = np.array([a, 0.5]), np.array([b, 0.5])
+            assert _close(y, r) == np.allclose(y, r, rtol=REF_RTOL, atol=REF_ATOL, equal_nan=True), (a, b)

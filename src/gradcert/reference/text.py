@@ -61,9 +61,10 @@ class Namer:
                     n += 1
                 self.names[v] = str(n)
                 taken.add(str(n))
+        self.pct = {v: "%" + n for v, n in self.names.items()}
 
     def __call__(self, v: Value) -> str:
-        return "%" + self.names.get(v, "<undefined>")
+        return self.pct.get(v, "%<undefined>")
 
 
 _NAME = re.compile(r"[A-Za-z0-9_.]+")
@@ -97,7 +98,8 @@ def print_program(
     """The program's text. With `lines`, records each op's line number; with `origins`, each
     backward op is annotated with the forward op it came from (an annotation the parser skips).
     `namer`: the program's Namer, where the caller has made it already."""
-    name = namer or Namer(program)
+    namer = namer or Namer(program)
+    name, pct = namer, namer.pct
     out: list[str] = []
 
     def emit_block(b: Block, depth: int) -> None:
@@ -105,12 +107,12 @@ def print_program(
         for op in b.ops:
             if lines is not None:
                 lines[op] = len(out) + 1
-            head = ", ".join(name(r) for r in op.results)
-            text = f"{op.name}({', '.join(name(v) for v in op.operands)})"
+            text = op.name + "(" + ", ".join([pct.get(v) or name(v) for v in op.operands]) + ")"
             if op.attrs:
-                text += " {" + ", ".join(f"{k}={_literal(op.attrs[k])}" for k in sorted(op.attrs)) + "}"
+                text += " {" + ", ".join([f"{k}={_literal(op.attrs[k])}" for k in sorted(op.attrs)]) + "}"
             if op.results:
-                text = f"{head} = {text} : {', '.join(_typed(r) for r in op.results)}"
+                head = ", ".join([pct.get(r) or name(r) for r in op.results])
+                text = f"{head} = {text} : {', '.join([_typed(r) for r in op.results])}"
             if op.blocks:
                 text += " {"
             if origins and op.origin is not None:
