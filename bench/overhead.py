@@ -1,18 +1,24 @@
 """Overhead of a check over its physical floor, per backend, and where the time goes.
 
-The floor of one check: the backend alone computing one forward plus backward (no op listing, no
-bookkeeping), plus the finite-difference oracle's forward runs on the reference interpreter (the
-unperturbed run and four perturbed ones). gradcert's total: drawing the case (seeded fast path)
-plus `Session.check` as `certify` runs it in a worker (backend, expected gradients, every oracle,
-the verdict appended to a results file), in process. Each case is timed both ways, interleaved.
+The floor of one check: the backend alone computing one forward plus backward (in this process, no
+op listing, no bookkeeping), plus the finite-difference oracle's forward runs on the reference
+interpreter, as the oracle makes them.
 
-Breakdown of the total: generation, backend (as the session runs it: with the op listing and, for
-Paddle, the check of the fetched forward), reference (the expected gradients; none when certifying
-the reference itself), oracles, bookkeeping (the rest: case ids, results file, JSON).
+gradcert's time, two ways:
+
+- certify: `gradcert certify --workers 1` in a subprocess, as a user runs it: hypothesis draws
+  every case (recorded, to shrink), pytest runs the area tests, a backend other than the reference
+  runs isolated in a worker process. Time per check: from the first verdict written to the last,
+  over the verdicts in between. The floor of each verdict's case (parsed from its record) is
+  measured afterwards in this process. Breakdown, from the session's own timings per verdict:
+  backend (as the session runs it), oracles (expected gradients included), and the rest: drawing
+  (hypothesis), pytest and bookkeeping.
+- fast: the seeded fast path (`draw_case`) and `Session.check` in this process, each case timed
+  both ways, interleaved. Breakdown: generation, backend, reference, oracles, bookkeeping.
 
 Ratios last (target: <= 1.5 on the reference and paddle backends).
 
-    python bench/overhead.py [--cases 300] [--backends reference,paddle]
+    python bench/overhead.py [--backends reference,paddle] [--profile certify] [--areas A,B] [--cases 300]
 """
 
 from __future__ import annotations
@@ -27,19 +33,21 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scaling import run_certify
 
 from gradcert.conformance import session as session_module
 from gradcert.conformance.areas import AREAS
-from gradcert.conformance.backends import ReferenceBackend
+from gradcert.conformance.backends import ReferenceBackend, resolve
+from gradcert.conformance.oracles import _setup
 from gradcert.conformance.session import Session
-from gradcert.generators import Case, draw_case
+from gradcert.generators import Case, draw_case, parse_case
 from gradcert.generators.features import FULL
-from gradcert.reference.finite_diff import directional, held_values
-from gradcert.reference.interpreter import run
+from gradcert.reference.finite_diff import directional
 
 
 class Clock:
@@ -73,34 +81,73 @@ def instrumented(s: Session, clock: Clock) -> Iterator[None]:
 
 
 def fd_runs(case: Case) -> None:
-    """The finite-difference oracle's forward runs, alone."""
-    p = case.program
-    outs = run(p, case.inputs).outputs
-    cots = [np.ones(np.shape(y)) for y in outs]
+    """The finite-difference oracle's forward runs, as it makes them, alone."""
+    s = _setup(case)
+    if not s.free:
+        return
     rng = np.random.default_rng(0)
-    direction = [rng.normal(size=np.shape(x)) if i in case.wrt else None for i, x in enumerate(case.inputs)]
-    directional(p, case.inputs, direction, cots, held_values(p, case.no_grad))
+    direction: list[np.ndarray | None] = [None] * len(s.inputs)
+    for k in s.free:
+        direction[case.wrt[k]] = rng.normal(size=case.inputs[case.wrt[k]].shape)
+    directional(s.program, s.inputs, direction, s.cotangents, s.held)
 
 
 def floor_backend(name: str) -> Callable[[Case], None]:
     if name == "reference":
         ref = ReferenceBackend(listing=False)
         return lambda case: (ref.run(case), None)[1]
-    from gradcert.conformance.paddle_backend import PaddleBackend
+    if name == "paddle":
+        from gradcert.conformance.paddle_backend import PaddleBackend
 
-    pd = PaddleBackend(listing=False)
-    return lambda case: (pd._execute(pd._build(case, with_grad=True)), None)[1]
+        pd = PaddleBackend(listing=False)
+        return lambda case: (pd._execute(pd._build(case, with_grad=True)), None)[1]
+    backend = resolve(name)
+    return lambda case: (backend.run(case), None)[1]
 
 
-def measure(name: str, n: int) -> float:
-    from gradcert.conformance.backends import resolve
+def floor(backend: Callable[[Case], None], case: Case, check: str) -> float:
+    """Seconds of one check's floor; a bad request's is the backend refusing it."""
+    t = time.perf_counter()
+    if check == "bad_request":
+        case = replace(case, cotangents=[np.zeros((*u.shape, 2)) for u in case.cotangents or []])
+    try:
+        backend(case)
+    except Exception:
+        pass  # the backend raised: its time until then is its floor
+    if check != "bad_request":
+        fd_runs(case)
+    return time.perf_counter() - t
 
-    caps = resolve(name).capabilities
-    feats = FULL.narrow(caps)
+
+def certify_path(name: str, profile: str, areas: str) -> float:
+    with tempfile.TemporaryDirectory() as d:
+        wall, records = run_certify(name, profile, areas, 1, Path(d))
+    judged = sorted((r for r in records if r.get("case_id")), key=lambda r: r["time"])
+    span = judged[-1]["time"] - judged[0]["time"]
+    n = len(judged) - 1  # the checks between the first verdict and the last
+    backend = floor_backend(name)
+    for r in judged[:20]:  # warm-up: first calls of kernels and of the framework
+        floor(backend, parse_case(r["case"]), AREAS[r["area"]].check)
+    floors = [floor(backend, parse_case(r["case"]), AREAS[r["area"]].check) for r in judged[1:]]
+    parts = {
+        "backend": sum(r["timings"].get("backend", 0.0) for r in judged[1:]),
+        "oracles": sum(r["timings"].get("oracles", 0.0) for r in judged[1:]),
+    }
+    parts["drawing, pytest, bookkeeping"] = span - sum(parts.values())
+    print(
+        f"{name}, certify --profile {profile} --workers 1: {len(judged)} verdicts, {wall:.0f} s wall, "
+        f"{1e3 * span / n:.2f} ms/check, floor {1e3 * statistics.fmean(floors):.2f} ms"
+    )
+    print("  where the time goes: " + ", ".join(f"{k} {100 * v / span:.0f}%" for k, v in parts.items()))
+    return span / sum(floors)
+
+
+def fast_path(name: str, n: int) -> float:
+    feats = FULL.narrow(resolve(name).capabilities)
     with tempfile.TemporaryDirectory() as d:
         s = Session(name, Path(d) / "r.jsonl", Path(d) / "f", isolate=False)
         gc.freeze()  # as the plugin does once a worker's session is up
-        floor = floor_backend(name)
+        backend = floor_backend(name)
         clock = Clock()
         totals, floors, gen = [], [], 0.0
         area = AREAS["elementwise"]
@@ -114,24 +161,19 @@ def measure(name: str, n: int) -> float:
                 except AssertionError:
                     pass  # a failing case (a Paddle finding) is a check too
             t2 = time.perf_counter()
-            try:
-                floor(case)
-            except Exception:
-                pass  # the backend raised: its time until then is its floor
-            fd_runs(case)
-            t3 = time.perf_counter()
+            f = floor(backend, case, area.check)
             if seed < 0:
                 clock.spent.clear()
                 continue
             gen += t1 - t0
             totals.append(t2 - t0)
-            floors.append(t3 - t2)
+            floors.append(f)
         s.close()
     total = sum(totals)
     parts = {"generation": gen, **clock.spent}
     parts["bookkeeping"] = total - sum(parts.values())
     print(
-        f"{name}: {n} checks, mean {1e3 * statistics.fmean(totals):.2f} ms/check, "
+        f"{name}, seeded fast path in process: {n} checks, {1e3 * statistics.fmean(totals):.2f} ms/check, "
         f"floor {1e3 * statistics.fmean(floors):.2f} ms"
     )
     print("  where the time goes: " + ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in parts.items()))
@@ -140,12 +182,17 @@ def measure(name: str, n: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cases", type=int, default=300)
     ap.add_argument("--backends", default="reference,paddle")
+    ap.add_argument("--profile", default="certify", help="certify's hypothesis profile")
+    ap.add_argument("--areas", default="", help="certify's areas (default: all)")
+    ap.add_argument("--cases", type=int, default=300, help="checks on the fast path")
     args = ap.parse_args()
-    ratios = {name: measure(name, args.cases) for name in args.backends.split(",")}
-    for name, r in ratios.items():
-        print(f"ratio total / floor per check, {name}: {r:.2f} (target <= 1.5)")
+    ratios = {}
+    for name in args.backends.split(","):
+        ratios[name, "certify"] = certify_path(name, args.profile, args.areas)
+        ratios[name, "fast path"] = fast_path(name, args.cases)
+    for (name, way), r in ratios.items():
+        print(f"ratio total / floor per check, {name}, {way}: {r:.2f} (target <= 1.5)")
     sys.stdout.flush()
     os._exit(0)  # Paddle's native code can abort at interpreter exit, after the results
 

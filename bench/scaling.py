@@ -17,21 +17,30 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+
+def run_certify(
+    backend: str, profile: str, areas: str, workers: int, folder: Path, *extra: str
+) -> tuple[float, list[dict[str, Any]]]:
+    """Wall time and the verdict records of one `gradcert certify` run, results under `folder`."""
+    results = folder / "r.jsonl"
+    cmd = [sys.executable, "-m", "gradcert.cli", "certify", "--backend", backend, "--profile", profile]
+    cmd += ["--workers", str(workers), "--results", str(results), "--report", str(folder / "r.html")]
+    cmd += ["--findings", str(folder / "f"), *(["--areas", areas] if areas else []), *extra]
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    dt = time.perf_counter() - t
+    if r.returncode not in (0, 1):
+        sys.exit(f"certify failed ({r.returncode}): {r.stderr[-2000:]}")
+    return dt, [json.loads(line) for line in results.read_text().splitlines()]
 
 
 def certify(backend: str, profile: str, areas: str, workers: int) -> tuple[float, float, int]:
     """Wall time, first-to-last verdict time and number of verdicts of one certify run."""
     with tempfile.TemporaryDirectory() as d:
-        results = Path(d) / "r.jsonl"
-        cmd = [sys.executable, "-m", "gradcert.cli", "certify", "--backend", backend, "--profile", profile]
-        cmd += ["--workers", str(workers), "--results", str(results), "--report", str(Path(d) / "r.html")]
-        cmd += ["--findings", str(Path(d) / "f")] + (["--areas", areas] if areas else [])
-        t = time.perf_counter()
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        dt = time.perf_counter() - t
-        if r.returncode not in (0, 1):
-            sys.exit(f"certify failed ({r.returncode}): {r.stderr[-2000:]}")
-        stamps = [json.loads(line)["time"] for line in results.read_text().splitlines()]
+        dt, records = run_certify(backend, profile, areas, workers, Path(d))
+        stamps = [r["time"] for r in records]
         return dt, max(stamps) - min(stamps), len(stamps)
 
 

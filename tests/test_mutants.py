@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -56,8 +57,8 @@ def certify(backend: str, areas: str, tmp: Path, *extra: str) -> tuple[int, list
             str(tmp / "r.html"),
             "--findings",
             str(tmp / "findings"),
-            "--no-shrink",
-            *extra,
+            *(x for x in extra if x != "--shrink"),
+            *([] if "--shrink" in extra else ["--no-shrink"]),
         ],
         cwd=tmp,
         env=env,
@@ -89,3 +90,17 @@ def test_quick_profile_catches_mutant(mutant: str, tmp_path: Path) -> None:
     assert caught_by & set(kinds), kinds
     # every failure is saved as a case file with its replay command
     assert all(Path(str(r["case_file"])).exists() and "gradcert replay" in str(r["replay"]) for r in bad)
+
+
+def test_failure_report_is_the_shrunk_case_not_a_traceback(tmp_path: Path) -> None:
+    """pytest prints a failing area test as gradcert's report (verdict, the shrunk case, its replay
+    command) and hypothesis's notes: no traceback through gradcert, hypothesis and pytest."""
+    code, records, out = certify("tests.mutants:DropFanout", "fanout", tmp_path, "--isolate", "no", "--shrink")
+    assert code == 1, out[-3000:]
+    shrunk = next(r for r in records if r["status"] == "fail" and r["case"].startswith("program(%x0: f64[])"))
+    assert f"replay: {shrunk['replay']}" in out or "replay: gradcert replay" in out
+    failures = out.split("= FAILURES =")[1].split("short test summary")[0].split("warnings summary")[0]
+    assert "fail (invariants): dead backward op" in failures and "program(%x0" in failures
+    assert "raise CaseFailed" not in failures and "areas.py" not in failures, failures  # no gradcert frames
+    blocks = [b for b in re.split(r"\n_{3,} \S+ _{3,}\n", failures)[1:]]
+    assert blocks and all(b.lstrip().startswith("fail (invariants): ") for b in blocks), failures

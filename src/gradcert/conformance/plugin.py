@@ -51,9 +51,15 @@ def _register_profiles(db: str | None, shrink: bool) -> None:
     from hypothesis import HealthCheck, Phase, settings
     from hypothesis.database import DirectoryBasedExampleDatabase
 
-    common: dict[str, Any] = {"deadline": None, "suppress_health_check": list(HealthCheck), "print_blob": True}
-    if not shrink:
-        common["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
+    # no `explain` phase: it reruns a shrunk failure many times to say which hypothesis draws
+    # matter, and the failure report is the case's own text, not the draws
+    phases = [Phase.explicit, Phase.reuse, Phase.generate] + ([Phase.shrink] if shrink else [])
+    common: dict[str, Any] = {
+        "deadline": None,
+        "suppress_health_check": list(HealthCheck),
+        "print_blob": True,
+        "phases": phases,
+    }
     for name, kw in PROFILES.items():
         database = DirectoryBasedExampleDatabase(db) if db and name == "nightly" else None
         settings.register_profile(f"gradcert-{name}", database=database, **common, **kw)
@@ -136,6 +142,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if area is None:
             continue
         item.add_marker(pytest.mark.gradcert_area(area.name))
+        _report_cases(item)
         from .areas import test_id
 
         rel = test_id(item)
@@ -153,6 +160,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for prefix, _ in known:
             if prefix not in matched:
                 warnings.warn(f"known-failures entry {prefix!r} for {backend.name} matches no test", stacklevel=1)
+
+
+def _report_cases(item: pytest.Item) -> None:
+    """A failing case is reported as gradcert reports it (the verdict, the case, its replay
+    command) with hypothesis's notes, not as a traceback through gradcert, hypothesis and pytest.
+    Hypothesis also makes this report for every failing example it meets while shrinking: pytest's
+    traceback took 23 ms each, a third of a Paddle certify run (bench/overhead.py)."""
+    from .session import CaseFailed
+
+    plain = item.repr_failure
+
+    def repr_failure(excinfo: pytest.ExceptionInfo[BaseException], *args: Any, **kw: Any) -> Any:
+        e = excinfo.value
+        if isinstance(e, CaseFailed):
+            return "\n".join([str(e), *getattr(e, "__notes__", [])])
+        return plain(excinfo, *args, **kw)
+
+    item.repr_failure = repr_failure  # type: ignore[method-assign]
 
 
 def _record_unsupported(config: pytest.Config, backend: Any, area: str, test: str, why: str) -> None:

@@ -58,6 +58,7 @@ class Session:
         self.budget = budget
         self.started: dict[str, float] = {}
         self.failed: set[str] = set()
+        self.saved: set[Path] = set()  # case files written by this session
 
     def close(self) -> None:
         self.runner.close()
@@ -179,9 +180,11 @@ class Session:
 
     def save(self, case: Case, v: Verdict) -> Path:
         d = self.findings / self.name
-        d.mkdir(parents=True, exist_ok=True)
         path = d / f"{case.area}-{v.oracle or v.status}-{case.id}.case"
-        path.write_text(case.to_text())
+        if path not in self.saved:  # shrinking meets a failing case again and again
+            d.mkdir(parents=True, exist_ok=True)
+            path.write_text(case.to_text())
+            self.saved.add(path)
         return path
 
     def replay_command(self, path: Path) -> str:
