@@ -96,14 +96,14 @@ def _unwrapped(s: Any) -> Any:
     return getattr(s, "wrapped_strategy", s)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _integers(lo: int, hi: int) -> Any:
     from hypothesis import strategies as st
 
     return _unwrapped(st.integers(lo, hi))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _lists(lo: int, hi: int, n: int) -> Any:
     from hypothesis import strategies as st
 

@@ -65,7 +65,7 @@ def violations(g: Gradients, before: Snapshot) -> list[str]:
 
     now = set(program.walk())
     out: list[str] = []
-    unchanged = set()
+    unchanged: set[Operation] = set()
     for op, sig in before.ops.items():
         if op not in now:
             out.append(f"forward op {where(op)} was removed")
@@ -83,9 +83,9 @@ def violations(g: Gradients, before: Snapshot) -> list[str]:
             out.append(f"forward ops of block ^{blk.label} were reordered")
 
     used_by_caller = {v for v in g.grads if v is not None} | set(program.outputs)
-    kept = effectful(program)
+    alive = effectful(program)
     for op in (o for o in program.walk() if o in g.added):  # in program order
-        if not op.results or op in kept:
+        if not op.results or op in alive:
             continue  # a yield, or an op whose (nested) side effects keep it alive
         if all(not r.uses and r not in used_by_caller for r in op.results):
             kind = "zero-fill" if op.name in ZERO_FILL else "dead backward op"

@@ -187,9 +187,7 @@ class _Verifier:
             self.error(InPlaceError, op, f"output {self.v(v)} is consumed in place by '{op.name}'", v)
 
 
-def verify_all(
-    program: Program, source: str | None = None, trusted: Collection[Operation] = ()
-) -> list[VerifyError]:
+def verify_all(program: Program, source: str | None = None, trusted: Collection[Operation] = ()) -> list[VerifyError]:
     """Every violation, in program order (empty when the program is valid). `trusted`: ops whose
     signature and types are known good (checked before, and unchanged since): their type rules
     are not run again; every other rule still holds for them."""
