@@ -120,13 +120,75 @@ def floor(backend: Callable[[Case], None], case: Case, check: str) -> float:
     return time.perf_counter() - t
 
 
+def resumable(name: str, mode: str, n: int, *args: str) -> dict[int, list[float]]:
+    """Rows `K v1 v2 ...` for K in 0..n-1, measured by a child process (`--child MODE`), in
+    process there: a case may crash a backend's native code (Paddle, now and then, not
+    repeatably); the child is then started again past that case, which is left out."""
+    rows: dict[int, list[float]] = {}
+    start = 0
+    while start < n:
+        cmd = [sys.executable, __file__, "--backends", name, "--child", mode, "--start", str(start), *args]
+        out = subprocess.run(cmd, capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("row "):
+                k, *values = line.split()[1:]
+                rows[int(k)] = [float(v) for v in values]
+        start = max(rows, default=start - 1) + 2  # past the last row and the case that crashed
+    return rows
+
+
+def floors_child(name: str, path: str, start: int) -> None:
+    """Prints `row K FLOOR` for each recorded case from `start` on."""
+    cases = [(parse_case(text), AREAS[area].check) for text, area in json.loads(Path(path).read_text())]
+    backend = floor_backend(name)
+    for case, check in cases[start : start + 20]:  # warm-up: first calls of kernels and of the framework
+        floor(backend, case, check)
+    for k in range(start, len(cases)):
+        print(f"row {k} {floor(backend, *cases[k])!r}", flush=True)
+
+
+STAGES = ("generation", "backend", "reference", "oracles", "total", "floor")
+
+
+def fast_child(name: str, start: int, n: int) -> None:
+    """Prints `row K` and the seconds of each of STAGES for seeds `start`..n-1, after 20
+    untimed warm-up checks (first calls of kernels)."""
+    feats = FULL.narrow(resolve(name).capabilities)
+    with tempfile.TemporaryDirectory() as d:
+        s = Session(name, Path(d) / "r.jsonl", Path(d) / "f", isolate=False)
+        gc.freeze()  # as the plugin does once a worker's session is up
+        backend = floor_backend(name)
+        area = AREAS["elementwise"]
+        for seed in [*range(10**6 + start, 10**6 + start + 20), *range(start, n)]:
+            clock = Clock()
+            t0 = time.perf_counter()
+            case = draw_case(seed, feats)
+            t1 = time.perf_counter()
+            with instrumented(s, clock):
+                try:
+                    s.check(f"bench::{name}", area, case)
+                except AssertionError:
+                    pass  # a failing case (a Paddle finding) is a check too
+            t2 = time.perf_counter()
+            f = floor(backend, case, area.check)
+            if seed < 10**6:
+                times = [t1 - t0, *(clock.spent[k] for k in STAGES[1:4]), t2 - t0, f]
+                print(f"row {seed} " + " ".join(map(repr, times)), flush=True)
+        s.close()
+
+
 def certify_path(name: str, profile: str, areas: str) -> float:
     with tempfile.TemporaryDirectory() as d:
         wall, records = run_certify(name, profile, areas, 1, Path(d))
-    judged = sorted((r for r in records if r.get("case_id")), key=lambda r: r["time"])
-    span = judged[-1]["time"] - judged[0]["time"]
-    n = len(judged) - 1  # the checks between the first verdict and the last
-    floors = measure_floors(name, [r for r in judged[1:] if r["status"] not in ("crash", "timeout")])
+        judged = sorted((r for r in records if r.get("case_id")), key=lambda r: r["time"])
+        span = judged[-1]["time"] - judged[0]["time"]
+        n = len(judged) - 1  # the checks between the first verdict and the last
+        # a case that crashed or hung the backend in certify is left out: its floor counts as the
+        # others' mean
+        runnable = [r for r in judged[1:] if r["status"] not in ("crash", "timeout")]
+        path = Path(d) / "cases.json"
+        path.write_text(json.dumps([[r["case"], r["area"]] for r in runnable]))
+        floors = [f for (f,) in resumable(name, "floors", len(runnable), "--cases-file", str(path)).values()]
     parts = {
         "backend": sum(r["timings"].get("backend", 0.0) for r in judged[1:]),
         "oracles": sum(r["timings"].get("oracles", 0.0) for r in judged[1:]),
@@ -136,68 +198,13 @@ def certify_path(name: str, profile: str, areas: str) -> float:
     return show(title, span, n, n * sum(floors) / len(floors), parts)
 
 
-def measure_floors(name: str, records: list[dict[str, Any]]) -> list[float]:
-    """The floors of the recorded cases, measured in a child process (in process there, as the
-    floor is): a case may crash a backend's native code (Paddle, now and then, not repeatably), and
-    then the child is started again after it. A case that crashed or hung the backend in certify
-    is left out: its floor counts as the others' mean."""
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "cases.json"
-        path.write_text(json.dumps([[r["case"], r["area"]] for r in records]))
-        floors: dict[int, float] = {}
-        start = 0
-        while start < len(records):
-            cmd = [sys.executable, __file__, "--backends", name, "--floors-of", str(path), "--start", str(start)]
-            out = subprocess.run(cmd, capture_output=True, text=True).stdout
-            for line in out.splitlines():
-                if line.startswith("floor "):
-                    _, k, dt = line.split()
-                    floors[int(k)] = float(dt)
-            start = max(floors, default=start - 1) + 2  # past the last measured and the one that crashed
-    return list(floors.values())
-
-
-def floors_of(name: str, path: str, start: int) -> None:
-    """The child of `measure_floors`: prints `floor K SECONDS` per case, from case `start` on."""
-    cases = [(parse_case(text), AREAS[area].check) for text, area in json.loads(Path(path).read_text())]
-    backend = floor_backend(name)
-    for case, check in cases[start : start + 20]:  # warm-up: first calls of kernels and of the framework
-        floor(backend, case, check)
-    for k in range(start, len(cases)):
-        print(f"floor {k} {floor(backend, *cases[k])!r}", flush=True)
-
-
 def fast_path(name: str, n: int) -> float:
-    feats = FULL.narrow(resolve(name).capabilities)
-    with tempfile.TemporaryDirectory() as d:
-        s = Session(name, Path(d) / "r.jsonl", Path(d) / "f", isolate=False)
-        gc.freeze()  # as the plugin does once a worker's session is up
-        backend = floor_backend(name)
-        clock = Clock()
-        totals, floors, gen = [], [], 0.0
-        area = AREAS["elementwise"]
-        for seed in range(-20, n):  # the first 20: warm-up (first calls of kernels), not timed
-            t0 = time.perf_counter()
-            case = draw_case(abs(seed) + (10**6 if seed < 0 else 0), feats)
-            t1 = time.perf_counter()
-            with instrumented(s, clock):
-                try:
-                    s.check(f"bench::{name}", area, case)
-                except AssertionError:
-                    pass  # a failing case (a Paddle finding) is a check too
-            t2 = time.perf_counter()
-            f = floor(backend, case, area.check)
-            if seed < 0:
-                clock.spent.clear()
-                continue
-            gen += t1 - t0
-            totals.append(t2 - t0)
-            floors.append(f)
-        s.close()
-    total = sum(totals)
-    parts = {"generation": gen, **clock.spent}
+    rows = list(resumable(name, "fast", n, "--cases", str(n)).values())
+    sums = dict(zip(STAGES, map(sum, zip(*rows))))
+    total, floors = sums.pop("total"), sums.pop("floor")
+    parts = {k: v for k, v in sums.items() if v}
     parts["bookkeeping"] = total - sum(parts.values())
-    return show(f"{name}, seeded fast path in process", total, n, sum(floors), parts)
+    return show(f"{name}, seeded fast path in process", total, len(rows), floors, parts)
 
 
 def show(title: str, total: float, n: int, floor: float, parts: dict[str, float]) -> float:
@@ -213,11 +220,15 @@ def main() -> None:
     ap.add_argument("--profile", default="certify", help="certify's hypothesis profile")
     ap.add_argument("--areas", default="", help="certify's areas (default: all)")
     ap.add_argument("--cases", type=int, default=300, help="checks on the fast path")
-    ap.add_argument("--floors-of", help=argparse.SUPPRESS)  # the child of measure_floors
+    ap.add_argument("--child", choices=("floors", "fast"), help=argparse.SUPPRESS)  # see `resumable`
+    ap.add_argument("--cases-file", help=argparse.SUPPRESS)
     ap.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.floors_of:
-        floors_of(args.backends, args.floors_of, args.start)
+    if args.child:
+        if args.child == "floors":
+            floors_child(args.backends, args.cases_file, args.start)
+        else:
+            fast_child(args.backends, args.start, args.cases)
         sys.stdout.flush()
         os._exit(0)
     ratios = {}
