@@ -3,6 +3,7 @@ backend's native crash or hang costs that case alone. `python -m gradcert.confor
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import traceback
@@ -15,6 +16,7 @@ from .wire import result_to_json
 
 def main() -> None:
     backend = resolve(sys.argv[1])
+    gc.freeze()  # the framework's import lives as long as the worker: out of the collector's scans
     out = sys.stdout
     sys.stdout = sys.stderr  # whatever the backend prints must not corrupt the protocol
     out.write(json.dumps({"ready": backend.version}) + "\n")
