@@ -32,15 +32,13 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from gradcert.conformance import session as session_module
 from gradcert.conformance.areas import AREAS
 from gradcert.conformance.backends import ReferenceBackend, resolve
 from gradcert.conformance.oracles import _setup
@@ -49,36 +47,6 @@ from gradcert.generators import Case, draw_case, parse_case
 from gradcert.generators.features import FULL
 from gradcert.reference.finite_diff import directional
 from scaling import run_certify
-
-
-class Clock:
-    """Seconds spent in wrapped callables, by label."""
-
-    def __init__(self) -> None:
-        self.spent: dict[str, float] = defaultdict(float)
-
-    def wrap(self, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def timed(*a: Any, **k: Any) -> Any:
-            t = time.perf_counter()
-            try:
-                return fn(*a, **k)
-            finally:
-                self.spent[label] += time.perf_counter() - t
-
-        return timed
-
-
-@contextmanager
-def instrumented(s: Session, clock: Clock) -> Iterator[None]:
-    """Time the session's stages: its backend runner, the reference, the oracles."""
-    saved = (s.runner.run, s.reference.run, session_module.judge)
-    s.runner.run = clock.wrap("backend", s.runner.run)  # type: ignore[method-assign]
-    s.reference.run = clock.wrap("reference", s.reference.run)  # type: ignore[method-assign]
-    session_module.judge = clock.wrap("oracles", session_module.judge)
-    try:
-        yield
-    finally:
-        s.runner.run, s.reference.run, session_module.judge = saved  # type: ignore[method-assign]
 
 
 def fd_runs(case: Case) -> None:
@@ -120,19 +88,19 @@ def floor(backend: Callable[[Case], None], case: Case, check: str) -> float:
     return time.perf_counter() - t
 
 
-def resumable(name: str, mode: str, n: int, *args: str) -> dict[int, list[float]]:
-    """Rows `K v1 v2 ...` for K in 0..n-1, measured by a child process (`--child MODE`), in
-    process there: a case may crash a backend's native code (Paddle, now and then, not
-    repeatably); the child is then started again past that case, which is left out."""
-    rows: dict[int, list[float]] = {}
+def resumable(name: str, mode: str, n: int, *args: str) -> dict[int, Any]:
+    """Rows `row K JSON` for K in 0..n-1, measured by a child process (`--child MODE`), in process
+    there: a case may crash a backend's native code (Paddle, now and then, not repeatably); the
+    child is then started again past that case, which is left out."""
+    rows: dict[int, Any] = {}
     start = 0
     while start < n:
         cmd = [sys.executable, __file__, "--backends", name, "--child", mode, "--start", str(start), *args]
         out = subprocess.run(cmd, capture_output=True, text=True).stdout
         for line in out.splitlines():
             if line.startswith("row "):
-                k, *values = line.split()[1:]
-                rows[int(k)] = [float(v) for v in values]
+                _, k, value = line.split(" ", 2)
+                rows[int(k)] = json.loads(value)
         start = max(rows, default=start - 1) + 2  # past the last row and the case that crashed
     return rows
 
@@ -147,12 +115,9 @@ def floors_child(name: str, path: str, start: int) -> None:
         print(f"row {k} {floor(backend, *cases[k])!r}", flush=True)
 
 
-STAGES = ("generation", "backend", "reference", "oracles", "total", "floor")
-
-
 def fast_child(name: str, start: int, n: int) -> None:
-    """Prints `row K` and the seconds of each of STAGES for seeds `start`..n-1, after 20
-    untimed warm-up checks (first calls of kernels)."""
+    """Prints `row SEED {the session's timings, generation, total, floor}` for seeds start..n-1,
+    after 20 untimed warm-up checks (first calls of kernels)."""
     feats = FULL.narrow(resolve(name).capabilities)
     with tempfile.TemporaryDirectory() as d:
         s = Session(name, Path(d) / "r.jsonl", Path(d) / "f", isolate=False)
@@ -160,21 +125,38 @@ def fast_child(name: str, start: int, n: int) -> None:
         backend = floor_backend(name)
         area = AREAS["elementwise"]
         for seed in [*range(10**6 + start, 10**6 + start + 20), *range(start, n)]:
-            clock = Clock()
+            judged = len(s.judged)
             t0 = time.perf_counter()
             case = draw_case(seed, feats)
             t1 = time.perf_counter()
-            with instrumented(s, clock):
-                try:
-                    s.check(f"bench::{name}", area, case)
-                except AssertionError:
-                    pass  # a failing case (a Paddle finding) is a check too
+            try:
+                s.check("bench", area, case)
+            except AssertionError:
+                pass  # a failing case (a Paddle finding) is a check too
             t2 = time.perf_counter()
             f = floor(backend, case, area.check)
-            if seed < 10**6:
-                times = [t1 - t0, *(clock.spent[k] for k in STAGES[1:4]), t2 - t0, f]
-                print(f"row {seed} " + " ".join(map(repr, times)), flush=True)
+            record = s.done[("bench", replace(case, area=area.name).id)]
+            if seed < 10**6 and len(s.judged) > judged:  # (a case drawn twice is judged once)
+                times = {**record["timings"], "generation": t1 - t0, "total": t2 - t0, "floor": f}
+                print(f"row {seed} {json.dumps(times)}", flush=True)
         s.close()
+
+
+def breakdown(timings: list[dict[str, float]], total: float, rest: str) -> dict[str, float]:
+    """Where the time goes, from the session's timings of each check: the backend's own phases
+    (as it reports them), the rest of its time, the expected gradients, the oracles; `rest` names
+    what is left of `total`."""
+    sums: dict[str, float] = defaultdict(float)
+    for t in timings:
+        for k, v in t.items():
+            sums[k] += v
+    parts = {k: sums[k] for k in ("generation",) if k in sums}
+    phases = sorted(k for k in sums if k.startswith("backend."))
+    parts.update({f"backend: {k[8:]}": sums[k] for k in phases})
+    parts["backend: the rest" if phases else "backend"] = sums["backend"] - sum(sums[k] for k in phases)
+    parts.update({k: sums[k] for k in ("reference", "oracles") if sums.get(k)})
+    parts[rest] = total - sum(parts.values())
+    return parts
 
 
 def certify_path(name: str, profile: str, areas: str) -> float:
@@ -188,29 +170,24 @@ def certify_path(name: str, profile: str, areas: str) -> float:
         runnable = [r for r in judged[1:] if r["status"] not in ("crash", "timeout")]
         path = Path(d) / "cases.json"
         path.write_text(json.dumps([[r["case"], r["area"]] for r in runnable]))
-        floors = [f for (f,) in resumable(name, "floors", len(runnable), "--cases-file", str(path)).values()]
-    parts = {
-        "backend": sum(r["timings"].get("backend", 0.0) for r in judged[1:]),
-        "oracles": sum(r["timings"].get("oracles", 0.0) for r in judged[1:]),
-    }
-    parts["drawing, pytest, bookkeeping"] = span - sum(parts.values())
+        floors = list(resumable(name, "floors", len(runnable), "--cases-file", str(path)).values())
+    parts = breakdown([r["timings"] for r in judged[1:]], span, "drawing, pytest, bookkeeping")
     title = f"{name}, certify --profile {profile} --workers 1 ({len(judged)} verdicts, {wall:.0f} s wall)"
     return show(title, span, n, n * sum(floors) / len(floors), parts)
 
 
 def fast_path(name: str, n: int) -> float:
     rows = list(resumable(name, "fast", n, "--cases", str(n)).values())
-    sums = dict(zip(STAGES, map(sum, zip(*rows))))
-    total, floors = sums.pop("total"), sums.pop("floor")
-    parts = {k: v for k, v in sums.items() if v}
-    parts["bookkeeping"] = total - sum(parts.values())
+    total, floors = sum(r.pop("total") for r in rows), sum(r.pop("floor") for r in rows)
+    parts = breakdown(rows, total, "bookkeeping")
     return show(f"{name}, seeded fast path in process", total, len(rows), floors, parts)
 
 
 def show(title: str, total: float, n: int, floor: float, parts: dict[str, float]) -> float:
     """Print one way's figures and breakdown; returns total / floor."""
     print(f"{title}: {n} checks, {1e3 * total / n:.2f} ms/check, floor {1e3 * floor / n:.2f} ms")
-    print("  where the time goes: " + ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in parts.items()))
+    shown = [f"{k} {100 * v / total:.0f}%" for k, v in parts.items() if v >= 0.005 * total]
+    print("  where the time goes: " + ", ".join(shown))
     return total / floor
 
 

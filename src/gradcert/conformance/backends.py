@@ -63,7 +63,7 @@ class ReferenceBackend:
         grads = [None if x is None else np.asarray(x, dtype=np.float64) for x in c.grads]
         ys = [np.asarray(y) for y in c.outputs]
         if not self.listing:
-            return BackendResult(grads, self.version, {"backward": t1 - t0}, None, [], ys)
+            return BackendResult(grads, self.version, {"backward and run": t1 - t0}, None, [], ys)
         g = c.transformed
         returned = {v for v in g.grads if v is not None} | set(g.program.outputs)
         kept = effectful(g.program)
@@ -78,7 +78,7 @@ class ReferenceBackend:
             for op in g.program.walk()
             if op.name != "yield"
         ]
-        return BackendResult(grads, self.version, {"backward": t1 - t0}, ops, violations(g, c.before), ys)
+        return BackendResult(grads, self.version, {"backward and run": t1 - t0}, ops, violations(g, c.before), ys)
 
 
 # third-party backends are imported only when asked for (each needs its framework installed)

@@ -108,11 +108,14 @@ class Session:
         timings["backend"] = time.perf_counter() - t
         if isinstance(got, Outcome):
             return Verdict(got.status, "backend", got.message), timings
+        timings.update({f"backend.{k}": v for k, v in got.timings.items()})  # as the backend splits its time
         t = time.perf_counter()
         try:
             ref = self.reference.run(case) if self.spec != "reference" else got
         except Exception as e:  # the reference cannot judge this case
             return Verdict("unsupported", "reference", f"reference backward: {e}"), timings
+        timings["reference"] = time.perf_counter() - t
+        t = time.perf_counter()
         verdict = judge(case, got, ref, seed=self.seed, exhaustive=self.exhaustive)
         if verdict.status == "pass" and area.check == "linearity" and case.cotangents is not None:
             verdict = self._linearity(case, got)
