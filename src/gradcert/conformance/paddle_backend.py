@@ -224,7 +224,8 @@ class PaddleBackend:
         violations: list[str] = []
         if case.order == 1 and not _agree(forward, run(case.program, case.inputs).outputs):
             forward, violations = self._forward_alone(case, forward)
-        # lowering: our adapter building the forward program through Paddle's static API
+        # lowering: our adapter building the forward program through Paddle's static API (and
+        # listing the program's ops for the invariants)
         timings = {"lowering": t1 - t0 - built.backward_s, "backward": built.backward_s, "run": t2 - t1}
         return BackendResult(grads, self.version, timings, built.ops, violations, forward)
 
