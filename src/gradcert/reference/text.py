@@ -13,6 +13,7 @@ sorted by key; nested blocks print under `^label(args):`. Printing is determinis
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -81,14 +82,13 @@ def _all_values(program: Program) -> Iterator[Value]:
     return block(program.block)
 
 
-_TYPE_TEXT: dict[Type, str] = {}  # a program has few distinct types: each is formatted once
+@functools.lru_cache(maxsize=1024)
+def _type_text(t: Type) -> str:
+    return str(t)  # a program has few distinct types: each is formatted once
 
 
 def _typed(v: Value) -> str:
-    t = v.type
-    text = _TYPE_TEXT.get(t)
-    if text is None:
-        text = _TYPE_TEXT[t] = str(t)
+    text = _type_text(v.type)
     return text + " stop_gradient" if v.stop_gradient else text
 
 
@@ -98,8 +98,7 @@ def print_program(
     """The program's text. With `lines`, records each op's line number; with `origins`, each
     backward op is annotated with the forward op it came from (an annotation the parser skips).
     `namer`: the program's Namer, where the caller has made it already."""
-    namer = namer or Namer(program)
-    name, pct = namer, namer.pct
+    name = namer or Namer(program)
     out: list[str] = []
 
     def emit_block(b: Block, depth: int) -> None:
@@ -107,11 +106,11 @@ def print_program(
         for op in b.ops:
             if lines is not None:
                 lines[op] = len(out) + 1
-            text = op.name + "(" + ", ".join([pct.get(v) or name(v) for v in op.operands]) + ")"
+            text = op.name + "(" + ", ".join([name(v) for v in op.operands]) + ")"
             if op.attrs:
                 text += " {" + ", ".join([f"{k}={_literal(op.attrs[k])}" for k in sorted(op.attrs)]) + "}"
             if op.results:
-                head = ", ".join([pct.get(r) or name(r) for r in op.results])
+                head = ", ".join([name(r) for r in op.results])
                 text = f"{head} = {text} : {', '.join([_typed(r) for r in op.results])}"
             if op.blocks:
                 text += " {"
