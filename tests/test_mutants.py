@@ -104,3 +104,5 @@ def test_failure_report_is_the_shrunk_case_not_a_traceback(tmp_path: Path) -> No
     assert "raise CaseFailed" not in failures and "areas.py" not in failures, failures  # no gradcert frames
     blocks = [b for b in re.split(r"\n_{3,} \S+ _{3,}\n", failures)[1:]]
     assert blocks and all(b.lstrip().startswith("fail (invariants): ") for b in blocks), failures
+    # said once, with the line of the dead op
+    assert all(b.count("has no use") == 1 and "line " in b.splitlines()[0] for b in blocks), failures

@@ -151,7 +151,10 @@ def invariants(got: BackendResult) -> Verdict | None:
     found = list(got.violations)
     for op in got.backward_ops or []:
         if op.added and op.unused and not op.effects:
-            found.append(f"{'zero-fill' if op.zero_fill else 'dead backward op'} '{op.name}' has no use")
+            kind = "zero-fill" if op.zero_fill else "dead backward op"
+            # a backend that checks its own program (the reference) may have said so, with the line
+            if not any(v.startswith(kind) and f"'{op.name}'" in v for v in got.violations):
+                found.append(f"{kind} '{op.name}' has no use")
     if not found:
         return None
     return Verdict("fail", "invariants", "; ".join(dict.fromkeys(found)))
