@@ -123,6 +123,8 @@ def command_line(
         "-q",
         "-W",
         "ignore::DeprecationWarning",
+        "-W",
+        "ignore::pytest.PytestAssertRewriteWarning",  # hypothesis is imported before pytest starts
         "--rootdir",
         ".",
         "-c",
