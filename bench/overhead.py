@@ -6,13 +6,14 @@ interpreter, as the oracle makes them.
 
 gradcert's time, two ways:
 
-- certify: `gradcert certify --workers 1` in a subprocess, as a user runs it: hypothesis draws
-  every case (recorded, to shrink), pytest runs the area tests, a backend other than the reference
-  runs isolated in a worker process. Time per check: from the first verdict written to the last,
+- certify: `gradcert certify --workers 1` in a subprocess, as a user runs it: pytest runs the
+  area tests, each drawing its cases with the seeded generator (a failure is handed to hypothesis
+  to shrink: conformance/search.py), a backend other than the reference runs isolated in a worker
+  process. Time per check: from the first verdict written to the last,
   over the verdicts in between. The floor of each verdict's case (parsed from its record) is
   measured afterwards in this process. Breakdown, from the session's own timings per verdict:
-  backend (as the session runs it), oracles (expected gradients included), and the rest: drawing
-  (hypothesis), pytest and bookkeeping.
+  backend (as the session runs it), oracles (expected gradients included), and the rest: drawing,
+  shrinking (hypothesis), pytest and bookkeeping.
 - fast: the seeded fast path (`draw_case`) and `Session.check` in this process, each case timed
   both ways, interleaved. Breakdown: generation, backend, reference, oracles, bookkeeping.
 
@@ -171,7 +172,7 @@ def certify_path(name: str, profile: str, areas: str) -> float:
         path = Path(d) / "cases.json"
         path.write_text(json.dumps([[r["case"], r["area"]] for r in runnable]))
         floors = list(resumable(name, "floors", len(runnable), "--cases-file", str(path)).values())
-    parts = breakdown([r["timings"] for r in judged[1:]], span, "drawing, pytest, bookkeeping")
+    parts = breakdown([r["timings"] for r in judged[1:]], span, "shrinking, pytest, bookkeeping")
     title = f"{name}, certify --profile {profile} --workers 1 ({len(judged)} verdicts, {wall:.0f} s wall)"
     return show(title, span, n, n * sum(floors) / len(floors), parts)
 

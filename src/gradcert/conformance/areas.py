@@ -1,7 +1,7 @@
 """The certification areas: which features each draws from, which capabilities it needs.
 
-Each area is a test module `gradcert/conformance/test_<area>.py` of small `@given` tests, so that
-pytest-xdist can spread them.
+Each area is a test module `gradcert/conformance/test_<area>.py` of small tests (each drawing its
+cases as `search.py` says), so that pytest-xdist can spread them.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import given
 from hypothesis import strategies as st
 
 from ..generators import Case, cases
@@ -87,20 +86,17 @@ def test_id(item: Any) -> str:
 
 
 def certify_test(area: str, features: Features) -> Callable[..., None]:
-    """A `@given` test of `area` drawing from `features`; the session (a fixture) judges each case."""
+    """A test of `area` drawing from `features` (`search.Search`); the session (a fixture) judges each case."""
     spec = AREAS[area]
-
-    @given(case=_draw(features, spec.order))
-    def test(gradcert_session: Any, request: Any, case: Case) -> None:
-        gradcert_session.check(test_id(request.node), spec, case)
-
-    test._gradcert_area = spec  # type: ignore[attr-defined]
-    # Every area test shares this one function's source, from which hypothesis derives both the
-    # example-database key and the derandomised seed: tell the tests apart, or they would replay
-    # each other's examples and draw the same sequence.
     # (sorted: a frozenset's order changes from process to process)
     key = f"{area}/{sorted(features.enabled)}/{sorted(features.required)}/{features.max_ops}/{features.max_depth}"
-    test.hypothesis.inner_test._hypothesis_internal_add_digest = key.encode()  # type: ignore[attr-defined]
+
+    def test(gradcert_session: Any, gradcert_search: Any, request: Any) -> None:
+        narrowed = features if CAPABILITIES is None else features.narrow(CAPABILITIES)
+        gradcert_search.run(gradcert_session, test_id(request.node), spec, narrowed, key, _draw(features, spec.order))
+
+    test._gradcert_area = spec  # type: ignore[attr-defined]
+    test._gradcert_features = features  # type: ignore[attr-defined]
     return test
 
 

@@ -1,5 +1,5 @@
-"""The pytest plugin (entry point `pytest11: gradcert`): options, hypothesis profiles, the
-session fixture, capability skips and per-backend known failures."""
+"""The pytest plugin (entry point `pytest11: gradcert`): options, profiles (cases per test), the
+session and search fixtures, capability skips and per-backend known failures."""
 
 from __future__ import annotations
 
@@ -25,58 +25,31 @@ EXHAUSTIVE = "--gradcert-exhaustive"
 BUDGET = "--gradcert-budget"
 KNOWN = Path(__file__).parent / "known_failures"
 
+# cases drawn per test, and whether every run draws the same ones
 PROFILES: dict[str, dict[str, Any]] = {
-    "quick": {"max_examples": 12, "derandomize": True},
-    "certify": {"max_examples": 250, "derandomize": True},
-    "nightly": {"max_examples": 100_000, "derandomize": False},
+    "quick": {"examples": 12, "derandomize": True},
+    "certify": {"examples": 250, "derandomize": True},
+    "nightly": {"examples": 100_000, "derandomize": False},
 }
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("gradcert", "gradcert conformance")
     g.addoption(BACKEND, default="reference", help="backend: a built-in name, an entry point or module:attribute")
-    g.addoption(PROFILE, default="quick", choices=sorted(PROFILES), help="hypothesis profile")
+    g.addoption(PROFILE, default="quick", choices=sorted(PROFILES), help="how many cases each test draws")
     g.addoption(RESULTS, default="reports/results.jsonl", help="JSON-lines results file (appended; resumed)")
     g.addoption(FINDINGS, default="reports/findings", help="where failing cases are saved")
     g.addoption(ISOLATE, default="auto", choices=["auto", "yes", "no"], help="run the backend in worker processes")
     g.addoption(TIMEOUT, type=float, default=60.0, help="seconds per case in a worker process")
     g.addoption(SEED, type=int, default=0, help="seed of the oracles' random directions and cotangents")
-    g.addoption(DB, default=None, help="hypothesis example database folder (nightly)")
+    g.addoption(DB, default=None, help="hypothesis example database folder (replayed first; nightly)")
     g.addoption(NO_SHRINK, action="store_true", help="report failures as found, without shrinking them")
     g.addoption(EXHAUSTIVE, action="store_true", help="full finite-difference Jacobian for small programs")
     g.addoption(BUDGET, type=float, default=None, help="seconds each test may draw cases for (fuzzing)")
 
 
-def _register_profiles(db: str | None, shrink: bool) -> None:
-    from hypothesis import HealthCheck, Phase, settings
-    from hypothesis.database import DirectoryBasedExampleDatabase
-
-    # no `explain` phase: it reruns a shrunk failure many times to say which hypothesis draws
-    # matter, and the failure report is the case's own text, not the draws
-    phases = [Phase.explicit, Phase.reuse, Phase.generate] + ([Phase.shrink] if shrink else [])
-    common: dict[str, Any] = {
-        "deadline": None,
-        "suppress_health_check": list(HealthCheck),
-        "print_blob": True,
-        "phases": phases,
-    }
-    for name, kw in PROFILES.items():
-        database = DirectoryBasedExampleDatabase(db) if db and name == "nightly" else None
-        settings.register_profile(f"gradcert-{name}", database=database, **common, **kw)
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gradcert_area(name): a gradcert certification area")
-    if not _ours(config):
-        return
-    from hypothesis import settings
-
-    _register_profiles(config.getoption(DB), not config.getoption(NO_SHRINK))
-    settings.load_profile(f"gradcert-{config.getoption(PROFILE)}")
-
-
-def _ours(config: pytest.Config) -> bool:
-    return any("gradcert.conformance" in str(a) or "gradcert/conformance" in str(a) for a in config.args)
 
 
 @pytest.fixture(scope="session")
@@ -103,6 +76,16 @@ def gradcert_session(request: pytest.FixtureRequest) -> Any:
     gc.freeze()
     yield s
     s.close()
+
+
+@pytest.fixture(scope="session")
+def gradcert_search(request: pytest.FixtureRequest) -> Any:
+    from .search import Search
+
+    c = request.config
+    profile = c.getoption(PROFILE)
+    db = c.getoption(DB) if profile == "nightly" else None
+    return Search(**PROFILES[profile], shrink=not c.getoption(NO_SHRINK), db=db)
 
 
 def known_failures(backend: str) -> list[tuple[str, str]]:

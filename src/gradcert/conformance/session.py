@@ -70,7 +70,10 @@ class Session:
         """The verdict on one case, recorded nowhere (replay)."""
         return self._judge(area, replace(case, area=area.name))[0]
 
-    def check(self, test_id: str, area: Area, case: Case) -> Verdict:
+    def check(self, test_id: str, area: Area, case: Case, drawn_s: float | None = None) -> Verdict:
+        """Judge `case` for `test_id` (once: a case met again gets its first verdict) and record the
+        verdict; raises `CaseFailed` with the report of a failing one. `drawn_s`: the seconds it
+        took to draw, for the record's timings."""
         case = replace(case, area=area.name)
         if test_id in self.broken:
             return Verdict("pass", message="not run: this test's backend crashed or hung")
@@ -88,6 +91,8 @@ class Session:
             t0 = time.perf_counter()
             verdict, timings = self._judge(area, case)
             timings["total"] = time.perf_counter() - t0
+            if drawn_s is not None:
+                timings["generation"] = drawn_s
             self._record(test_id, area, case, verdict, timings)
         if verdict.status in ("crash", "timeout"):
             self.broken.add(test_id)

@@ -23,35 +23,59 @@ class Chooser(Protocol):
 
 class Seeded:
     """The fast path: choices from `numpy.random.Generator(PCG64(seed))`, identical across processes.
-    Scalar choices come from a buffer of uniforms drawn in blocks (one NumPy call per 64 choices,
-    not one each: a NumPy call costs ~1.5 us, half a small case's drawing)."""
+
+    Every choice is an integer in a range, as `Drawn` makes it, and is kept in `choices`: the
+    sequence hypothesis would record for the same case, so that a case found here can be handed to
+    hypothesis to shrink (`conformance/search.py`). Scalar choices come from a buffer of uniforms
+    drawn in blocks (one NumPy call per 64 choices, not one each: a NumPy call costs ~1.5 us, half a
+    small case's drawing)."""
 
     BLOCK = 64
 
     def __init__(self, seed: int) -> None:
         self.rng = np.random.Generator(np.random.PCG64(seed))
         self.buf: list[float] = []
-
-    def _u(self) -> float:
-        if not self.buf:
-            self.buf = self.rng.random(self.BLOCK).tolist()[::-1]
-        return self.buf.pop()
+        self.choices: list[int] = []
 
     def integer(self, lo: int, hi: int) -> int:
-        return lo + int(self._u() * (hi - lo + 1))
+        if not self.buf:
+            self.buf = self.rng.random(self.BLOCK).tolist()[::-1]
+        k = lo + int(self.buf.pop() * (hi - lo + 1))
+        self.choices.append(k)
+        return k
 
     def choice(self, options: Sequence[T]) -> T:
-        return options[int(self._u() * len(options))]
+        return options[self.integer(0, len(options) - 1)]
 
     def flag(self, p: float) -> bool:
-        return self._u() < p
+        return self.integer(0, 99) >= 100 - round(100 * p)
 
     def uniform(self, lo: float, hi: float, shape: tuple[int, ...]) -> np.ndarray:
-        # rounded to 1/64 so that case files print short, exact numbers
-        return np.asarray(np.round(self.rng.uniform(lo, hi, shape) * 64) / 64)
+        k = self.rng.integers(round(lo * 64), round(hi * 64), size=shape, endpoint=True)
+        self.choices += k.ravel().tolist()
+        return np.asarray(k / 64, dtype=np.float64)
 
     def note(self, event: str) -> None:
         pass
+
+
+class Simplest(Seeded):
+    """Every choice its simplest, the one hypothesis shrinks it towards (0, or the bound nearest
+    0): the smallest case there is, which hypothesis draws first too (first family, first op,
+    zero inputs)."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+    def integer(self, lo: int, hi: int) -> int:
+        k = min(max(0, lo), hi)
+        self.choices.append(k)
+        return k
+
+    def uniform(self, lo: float, hi: float, shape: tuple[int, ...]) -> np.ndarray:
+        k = np.full(shape, self.integer(round(lo * 64), round(hi * 64)))
+        self.choices += [self.choices[-1]] * (k.size - 1)
+        return np.asarray(k / 64, dtype=np.float64)
 
 
 class Drawn:
@@ -73,12 +97,12 @@ class Drawn:
         return options[self.integer(0, len(options) - 1)]
 
     def flag(self, p: float) -> bool:
-        k = self.integer(0, 99)
-        return k >= 100 - round(100 * p)
+        return self.integer(0, 99) >= 100 - round(100 * p)
 
     def uniform(self, lo: float, hi: float, shape: tuple[int, ...]) -> np.ndarray:
+        # integers on a 1/64 grid: they shrink to lo's neighbourhood's simplest values and print
+        # exactly (a list of fixed size: its choices are its members', as `Seeded` keeps them)
         n = int(np.prod(shape)) if shape else 1
-        # integers on a 1/64 grid: they shrink to lo's neighbourhood's simplest values and print exactly
         k = self.data.draw(_lists(round(lo * 64), round(hi * 64), n))
         return (np.asarray(k, dtype=np.float64) / 64).reshape(shape)
 

@@ -1,0 +1,134 @@
+"""How an area test looks for a failing case: drawn fast, shrunk by hypothesis.
+
+Cases are drawn by the seeded generator (`Seeded`: a few hundred microseconds a case, where
+hypothesis's engine takes milliseconds for the same draw: most of a check's time on a fast backend,
+bench/overhead.py). The seeded chooser keeps its choices as hypothesis records them, so the first
+failing case is handed to hypothesis through its example database, the way it takes a failure from
+an external fuzzer (`fuzz_one_input` saves it as a "secondary" example): hypothesis replays it,
+shrinks it with every step judged by the session, and reports the smallest. Hypothesis's persistent
+database (nightly) is replayed before anything new is drawn, so an earlier night's failure comes
+first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import unittest
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis.database import ExampleDatabase
+
+from ..generators.build import Generator
+from ..generators.case import Case
+from ..generators.choices import Chooser, Seeded, Simplest
+from ..generators.features import Features
+from ..generators.second_order import second_order
+from .areas import Area
+from .session import CaseFailed, Session
+
+
+@dataclass(frozen=True)
+class Search:
+    examples: int  # cases drawn per test
+    derandomize: bool  # the same cases every run (seeds from the test's key)
+    shrink: bool = True
+    db: str | None = None  # hypothesis's persistent example database (a folder)
+
+    def run(self, session: Session, test_id: str, area: Area, features: Features, key: str, strategy: Any) -> None:
+        """Judge up to `examples` cases of `features`; raise the first failure, shrunk.
+
+        `strategy` is the hypothesis strategy that draws the same cases as `Seeded` from the same
+        choices; `key` tells this test's seeds and database entries from every other test's."""
+        store = None
+        if self.db:
+            from hypothesis.database import DirectoryBasedExampleDatabase
+
+            store = DirectoryBasedExampleDatabase(self.db)
+            self._hypothesis(session, test_id, area, key, strategy, _Handed(None, store))
+        failure, choices = self._explore(session, test_id, area, features, key)
+        if failure is None:
+            return
+        if self.shrink:
+            self._hypothesis(session, test_id, area, key, strategy, _Handed(_to_bytes(choices), store))
+        raise failure  # hypothesis did not see it fail again (a backend that fails now and then)
+
+    def _explore(
+        self, session: Session, test_id: str, area: Area, features: Features, key: str
+    ) -> tuple[CaseFailed | None, list[int]]:
+        base = int.from_bytes(hashlib.sha256(key.encode()).digest()[:6] if self.derandomize else os.urandom(6))
+        for k in range(self.examples):
+            t = time.perf_counter()
+            chooser = Seeded((base << 24) + k) if k else Simplest()  # first the smallest case, as hypothesis
+            case = draw(chooser, features, area.order)
+            try:
+                session.check(test_id, area, case, time.perf_counter() - t)
+            except CaseFailed as e:
+                return e, chooser.choices
+        return None, []
+
+    def _hypothesis(
+        self, session: Session, test_id: str, area: Area, key: str, strategy: Any, db: ExampleDatabase
+    ) -> None:
+        """Hypothesis replays what `db` holds and shrinks what fails; raises the smallest failure."""
+        from hypothesis import HealthCheck, Phase, given, settings
+
+        @settings(
+            database=db,
+            phases=[Phase.reuse, Phase.shrink],
+            derandomize=False,  # (which would turn the database off)
+            max_examples=max(2, self.examples),
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            print_blob=True,
+        )
+        @given(case=strategy)
+        def replay(case: Any) -> None:
+            session.check(test_id, area, case)
+
+        # the key of this test's entries in a persistent database (the source above is every test's)
+        replay.hypothesis.inner_test._hypothesis_internal_add_digest = key.encode()  # type: ignore[attr-defined]
+        try:
+            replay()
+        except unittest.SkipTest:
+            pass  # the database held nothing for this test
+
+
+def draw(chooser: Chooser, features: Features, order: int) -> Case:
+    """One case of `features` (of `order`) from `chooser`: what the area's hypothesis strategy
+    (`areas._draw`) draws from the same choices."""
+    case = Generator(chooser, features).case()
+    return second_order(case, chooser) if order == 2 else case
+
+
+def _to_bytes(choices: list[int]) -> bytes:
+    from hypothesis.database import choices_to_bytes
+
+    return choices_to_bytes(choices)
+
+
+class _Handed(ExampleDatabase):
+    """A persistent database (or none), and one failing case handed over as a secondary example:
+    hypothesis replays secondary examples when it has too few primary ones and shrinks what fails
+    (a primary example that fails as stored counts as shrunk already)."""
+
+    def __init__(self, found: bytes | None, store: ExampleDatabase | None) -> None:
+        super().__init__()
+        self.found, self.store = found, store
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        if self.found is not None and key.endswith(b".secondary"):
+            yield self.found
+        if self.store is not None:
+            yield from self.store.fetch(key)
+
+    def save(self, key: bytes, value: bytes) -> None:
+        if self.store is not None:
+            self.store.save(key, value)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        if self.store is not None:
+            self.store.delete(key, value)

@@ -1,0 +1,97 @@
+"""How an area test searches (conformance/search.py): seeded cases handed to hypothesis, choice for
+choice, so that hypothesis replays exactly the failure found and shrinks it; a failure hypothesis
+does not see again is reported as found."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+
+from gradcert.conformance.api import BackendResult
+from gradcert.conformance.areas import AREAS, _draw
+from gradcert.conformance.backends import ReferenceBackend
+from gradcert.conformance.runner import InProcess
+from gradcert.conformance.search import Search, _Handed, _to_bytes, draw
+from gradcert.conformance.session import CaseFailed, Session
+from gradcert.generators.case import Case
+from gradcert.generators.choices import Seeded, Simplest
+
+
+def area_tests() -> list[Any]:
+    out = []
+    for area in AREAS:
+        module = importlib.import_module(f"gradcert.conformance.test_{area}")
+        out += [pytest.param(f, id=n) for n, f in vars(module).items() if hasattr(f, "_gradcert_features")]
+    return out
+
+
+def first_replayed(strategy: Any, found: bytes) -> Case:
+    got: list[Case] = []
+
+    @settings(database=_Handed(found, None), phases=[Phase.reuse], suppress_health_check=list(HealthCheck))
+    @given(case=strategy)
+    def first(case: Case) -> None:
+        got.append(case)
+
+    first()
+    return got[0]
+
+
+@pytest.mark.parametrize("test", area_tests())
+def test_hypothesis_replays_the_seeded_case_choice_for_choice(test: Any) -> None:
+    features, order = test._gradcert_features, test._gradcert_area.order
+    for seed in range(-1, 15):
+        chooser = Seeded(seed) if seed >= 0 else Simplest()
+        case = draw(chooser, features, order)
+        assert first_replayed(_draw(features, order), _to_bytes(chooser.choices)).to_text() == case.to_text()
+
+
+class FailsOnce(ReferenceBackend):
+    """Fails the first case it is given with more than one op; right ever after."""
+
+    name = "fails-once"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def run(self, case: Case) -> BackendResult:
+        r = super().run(case)
+        if not self.failed and case.size() > 1:
+            self.failed = True
+            r.grads = [None if g is None else g + 1 for g in r.grads]
+        return r
+
+
+def session(tmp_path: Path, backend: Any) -> Session:
+    s = Session("reference", tmp_path / "r.jsonl", tmp_path / "findings", isolate=False)
+    s.spec = s.name = backend.name  # judged against the reference, not as the reference itself
+    s.runner = InProcess(backend)
+    return s
+
+
+def test_a_failure_found_is_shrunk_and_one_not_seen_again_is_reported_as_found(tmp_path: Path) -> None:
+    from tests.mutants import WrongSinRule
+
+    spec, test = AREAS["elementwise"], area_tests()[0].values[0]
+    features, strategy = test._gradcert_features, _draw(test._gradcert_features, 1)
+    s = session(tmp_path / "a", WrongSinRule())
+    # a big failing case, handed over as the search hands the first one it finds
+    seed = next(k for k in range(1000) if (c := draw(Seeded(k), features, 1)).size() >= 4 and "sin(" in c.to_text())
+    chooser = Seeded(seed)
+    with pytest.raises(CaseFailed):
+        s.check("t", spec, draw(chooser, features, 1))
+    with pytest.raises(CaseFailed) as shrunk:
+        Search(50, True)._hypothesis(s, "t", spec, "k", strategy, _Handed(_to_bytes(chooser.choices), None))
+    sizes = [r["size"] for r in s.done.values() if r["status"] == "fail"]
+    assert sizes[0] >= 4 and min(sizes) == 1, sizes  # shrunk to the sin alone
+    assert "= sin(%x0)" in str(shrunk.value) and "replay: gradcert replay" in str(shrunk.value)
+    s = session(tmp_path / "b", FailsOnce())
+    with pytest.raises(CaseFailed) as found:
+        Search(50, True).run(s, "t", spec, features, "k", strategy)
+    first = next(r for r in s.done.values() if r["status"] == "fail")
+    assert first["size"] > 1 and first["case"].split("---")[0] in str(found.value)
