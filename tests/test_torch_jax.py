@@ -210,3 +210,19 @@ def test_a_wrong_framework_gradient_is_caught(mutant: str, tmp_path: Path) -> No
     # the shrunk case is a single tanh
     saved = list((tmp_path / "f").glob("*/*.case"))
     assert saved and any(p.read_text().count("tanh(") == 1 for p in saved)
+
+
+def test_a_zero_second_order_gradient_from_torch_is_zeros_not_an_error() -> None:
+    """PyTorch's second order through a zero-trip loop over `abs` returns a ZeroTensor, which
+    `.numpy()` refuses (found by certify's `test_second_order_flow`)."""
+    from dataclasses import replace
+
+    text = (
+        "program(%x0: f64[2]) {\n  %a = abs(%x0) : f64[2]\n  %one = full() {dtype=i64, shape=[], value=1.0} : i64[]\n"
+        "  %i = full() {dtype=i64, shape=[], value=0.0} : i64[]\n  %j, %h = while(%i, %a) : i64[], f64[2] {\n"
+        "  ^cond(%ci: i64[], %ch: f64[2]):\n    %go = less_than(%ci, %i) : bool[]\n    yield(%go)\n"
+        "  ^body(%bi: i64[], %bh: f64[2]):\n    %t = tanh(%bh) : f64[2]\n    %ni = add(%bi, %one) : i64[]\n"
+        "    yield(%ni, %t)\n  }\n  return %h\n}\n"
+    )
+    case = replace(_case(text, [0], [np.array([-0.5, 0.25])]), order=2, cotangents2=[np.array([1.0, 2.0])])
+    assert judge(case, resolve("torch").run(case), ReferenceBackend().run(case)).status == "pass"

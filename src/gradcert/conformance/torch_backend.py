@@ -150,10 +150,10 @@ class TorchBackend:
             )
         t1 = time.perf_counter()
         return BackendResult(
-            [None if g is None else g.detach().numpy().astype(np.float64) for g in grads],
+            [None if g is None else g.detach().numpy(force=True).astype(np.float64) for g in grads],
             self.version,
             {"backend": t1 - t0},
-            forward=[y.detach().numpy() for y in forward],
+            forward=[y.detach().numpy(force=True) for y in forward],
         )
 
     def _grad(
