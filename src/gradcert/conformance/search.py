@@ -74,17 +74,19 @@ class Search:
         self, session: Session, test_id: str, area: Area, key: str, strategy: Any, db: ExampleDatabase
     ) -> None:
         """Hypothesis replays what `db` holds and shrinks what fails; raises the smallest failure."""
-        from hypothesis import HealthCheck, Phase, given, settings
+        from hypothesis import HealthCheck, Phase, given, seed, settings
 
         @settings(
             database=db,
             phases=[Phase.reuse, Phase.shrink],
-            derandomize=False,  # (which would turn the database off)
+            derandomize=False,  # (which turns the database off; `seed` below makes shrinking repeatable,
+            # and the settings, applied after it, keep the database)
             max_examples=max(2, self.examples),
             deadline=None,
             suppress_health_check=list(HealthCheck),
             print_blob=True,
         )
+        @seed(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8]) if self.derandomize else None)
         @given(case=strategy)
         def replay(case: Any) -> None:
             session.check(test_id, area, case)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -156,14 +157,22 @@ class Generator:
     def steps(self, s: _Scope, least: int, most: int, sg: bool = False, forced: str | None = None) -> None:
         """`least` to `most` steps, each after a "go on" flag: a failure shrinks by dropping steps."""
         n = 0
-        while n < most and (n < least or self.ch.flag(0.7)):
-            if forced is not None and n == 0 and s.depth < self.f.max_depth and self.floats(s):
-                getattr(self, "step_" + forced)(s)
-            else:
-                self.step(s)
+        # each step with its flag is one span: hypothesis drops a step whole
+        while self.ch.span(partial(self._step, s, n, least, most, sg, forced)):
             n += 1
-            if sg and "stop_gradient" in self.on and s.pool and self.ch.flag(0.1):
-                s.pool[-1].stop_gradient = True
+
+    def _step(self, s: _Scope, n: int, least: int, most: int, sg: bool, forced: str | None) -> bool:
+        # the flag is drawn at `most` too, so that every case ends in a "stop": dropping a step
+        # then leaves a valid case (a case drawn up to `most` would otherwise have no stop to reach)
+        if n >= least and not self.ch.flag(0.7) or n >= most:
+            return False
+        if forced is not None and n == 0 and s.depth < self.f.max_depth and self.floats(s):
+            getattr(self, "step_" + forced)(s)
+        else:
+            self.step(s)
+        if sg and "stop_gradient" in self.on and s.pool and self.ch.flag(0.1):
+            s.pool[-1].stop_gradient = True
+        return True
 
     def ensure_required(self, top: _Scope) -> None:
         """A feature an area requires is in every case: add the step that makes it, if missing."""

@@ -5,7 +5,7 @@ draw the same distribution; every choice shrinks towards its first / smallest op
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -19,6 +19,8 @@ class Chooser(Protocol):
     def flag(self, p: float) -> bool: ...  # True with probability p; shrinks to False
     def uniform(self, lo: float, hi: float, shape: tuple[int, ...]) -> np.ndarray: ...
     def note(self, event: str) -> None: ...
+    # `fn()`'s choices belong together (a step): hypothesis's shrinker may drop them whole
+    def span(self, fn: Callable[[], T]) -> T: ...
 
 
 class Seeded:
@@ -57,6 +59,9 @@ class Seeded:
 
     def note(self, event: str) -> None:
         pass
+
+    def span(self, fn: Callable[[], T]) -> T:
+        return fn()
 
 
 class Simplest(Seeded):
@@ -106,6 +111,9 @@ class Drawn:
         k = self.data.draw(_lists(round(lo * 64), round(hi * 64), n))
         return (np.asarray(k, dtype=np.float64) / 64).reshape(shape)
 
+    def span(self, fn: Callable[[], T]) -> T:
+        return self.data.draw(_span(fn))  # type: ignore[no-any-return]
+
     def note(self, event: str) -> None:
         from hypothesis import event as hevent
 
@@ -132,6 +140,13 @@ def _lists(lo: int, hi: int, n: int) -> Any:
     from hypothesis import strategies as st
 
     return _unwrapped(st.lists(_integers(lo, hi), min_size=n, max_size=n))
+
+
+def _span(fn: Callable[[], Any]) -> Any:
+    from hypothesis import strategies as st
+
+    # a strategy drawn is a span of hypothesis's choices; `fn` draws through the outer `data`
+    return _unwrapped(st.builds(fn))
 
 
 class DrawAdapter:
