@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -90,7 +91,7 @@ def show_case(path: str) -> None:
 def cmd_certify(args: argparse.Namespace) -> int:
     import pytest
 
-    from .conformance.areas import AREAS, command_line
+    from .conformance.areas import AREAS, PYTEST_ENV, command_line
     from .conformance.backends import resolve
 
     backend = resolve(args.backend)
@@ -110,6 +111,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
         pytest_args += ["--gradcert-no-shrink"]
     if args.exhaustive:
         pytest_args += ["--gradcert-exhaustive"]
+    os.environ.update(PYTEST_ENV)  # (read by pytest here and by its xdist workers)
     code = int(pytest.main(pytest_args))
     report = args.report or f"{stem}.html"
     from .reports.html import write

@@ -12,6 +12,7 @@ everything written stays; running again resumes (finished cases are skipped, fai
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from typing import Any
 
 from ..generators.case import parse_case
 from .api import STATUSES
-from .areas import AREAS, command_line
+from .areas import AREAS, PYTEST_ENV, command_line
 from .results import read_records
 from .session import FAILING
 
@@ -60,7 +61,8 @@ def run(args: Any) -> int:
     total = args.minutes * 60
     results.parent.mkdir(parents=True, exist_ok=True)
     log = open(results.with_suffix(".log"), "w")  # the child pytest's own output
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    env = dict(os.environ, **PYTEST_ENV)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     interrupted = False
     follow = _Follow(results, offset)
     try:

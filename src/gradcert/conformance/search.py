@@ -8,6 +8,10 @@ an external fuzzer (`fuzz_one_input` saves it as a "secondary" example): hypothe
 shrinks it with every step judged by the session, and reports the smallest. Hypothesis's persistent
 database (nightly) is replayed before anything new is drawn, so an earlier night's failure comes
 first.
+
+The hand-over uses hypothesis's database format (`hypothesis.database.choices_to_bytes`) and its
+"secondary" examples, as `fuzz_one_input` does: tested with hypothesis 6.155 and 6.170
+(`tests/test_search.py` replays a seeded case of every area test choice for choice).
 """
 
 from __future__ import annotations
