@@ -195,7 +195,7 @@ def show(title: str, total: float, n: int, floor: float, parts: dict[str, float]
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--backends", default="reference,paddle")
-    ap.add_argument("--profile", default="certify", help="certify's hypothesis profile")
+    ap.add_argument("--profile", default="certify", help="certify's profile (cases per test)")
     ap.add_argument("--areas", default="", help="certify's areas (default: all)")
     ap.add_argument("--cases", type=int, default=300, help="checks on the fast path")
     ap.add_argument("--child", choices=("floors", "fast"), help=argparse.SUPPRESS)  # see `resumable`

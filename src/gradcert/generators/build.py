@@ -1,7 +1,8 @@
 """Drawing valid programs by construction.
 
-One construction, fed by a `Chooser`: hypothesis (recorded choices that shrink) or a seeded
-generator (the fast path). Validity is built in, never filtered for:
+One construction, fed by a `Chooser`: a seeded generator (how certify draws, and the fast path; it
+keeps its choices as hypothesis records them) or hypothesis (which replays those choices and
+shrinks them). Validity is built in, never filtered for:
 
 - types check: partners of a binary op are drawn among values whose shapes broadcast;
 - domains: an operand that an op's domain facts exclude goes through an adapter,
