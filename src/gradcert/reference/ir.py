@@ -127,8 +127,10 @@ class Block:
         return self.insert(len(self.ops), op)
 
     def walk(self) -> Iterator[Operation]:
-        for op in self.ops:
-            yield from op.walk()
+        for op in self.ops:  # (not `op.walk()` for each: a generator per op, most without blocks)
+            yield op
+            for b in op.blocks:
+                yield from b.walk()
 
     @property
     def terminator(self) -> Operation | None:
