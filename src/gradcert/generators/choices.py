@@ -1,6 +1,7 @@
-"""Where a generator's choices come from: hypothesis (recorded, so a failure shrinks) or a seeded
-NumPy generator (the fast path). The construction code is one and the same for both, so both
-draw the same distribution; every choice shrinks towards its first / smallest option."""
+"""Where a generator's choices come from: a seeded NumPy generator (how certify draws, and the fast
+path) or hypothesis (which replays a seeded case's choices and shrinks them). The construction code
+is one and the same for both, and so are the choices it makes; every choice shrinks towards its
+first / smallest option."""
 
 from __future__ import annotations
 
@@ -23,7 +24,21 @@ class Chooser(Protocol):
     def span(self, fn: Callable[[], T]) -> T: ...
 
 
-class Seeded:
+class _Integers:
+    """Every choice an integer in a range: `Seeded` and `Drawn` make the same ones from the same
+    calls, which is what lets a seeded case be handed to hypothesis choice for choice."""
+
+    def integer(self, lo: int, hi: int) -> int:
+        raise NotImplementedError
+
+    def choice(self, options: Sequence[T]) -> T:
+        return options[self.integer(0, len(options) - 1)]
+
+    def flag(self, p: float) -> bool:
+        return self.integer(0, 99) >= 100 - round(100 * p)
+
+
+class Seeded(_Integers):
     """The fast path: choices from `numpy.random.Generator(PCG64(seed))`, identical across processes.
 
     Every choice is an integer in a range, as `Drawn` makes it, and is kept in `choices`: the
@@ -45,12 +60,6 @@ class Seeded:
         k = lo + int(self.buf.pop() * (hi - lo + 1))
         self.choices.append(k)
         return k
-
-    def choice(self, options: Sequence[T]) -> T:
-        return options[self.integer(0, len(options) - 1)]
-
-    def flag(self, p: float) -> bool:
-        return self.integer(0, 99) >= 100 - round(100 * p)
 
     def uniform(self, lo: float, hi: float, shape: tuple[int, ...]) -> np.ndarray:
         k = self.rng.integers(round(lo * 64), round(hi * 64), size=shape, endpoint=True)
@@ -83,7 +92,7 @@ class Simplest(Seeded):
         return np.asarray(k / 64, dtype=np.float64)
 
 
-class Drawn:
+class Drawn(_Integers):
     """Choices drawn from hypothesis's `data`, so that every one is recorded and shrinks.
 
     A draw costs tens of microseconds in hypothesis; a third of it went to unwrapping the lazy
@@ -97,12 +106,6 @@ class Drawn:
 
     def integer(self, lo: int, hi: int) -> int:
         return int(self.data.draw(_integers(lo, hi)))
-
-    def choice(self, options: Sequence[T]) -> T:
-        return options[self.integer(0, len(options) - 1)]
-
-    def flag(self, p: float) -> bool:
-        return self.integer(0, 99) >= 100 - round(100 * p)
 
     def uniform(self, lo: float, hi: float, shape: tuple[int, ...]) -> np.ndarray:
         # integers on a 1/64 grid: they shrink to lo's neighbourhood's simplest values and print
