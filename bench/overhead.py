@@ -13,7 +13,8 @@ gradcert's time, two ways:
   over the verdicts in between. The floor of each verdict's case (parsed from its record) is
   measured afterwards in this process. Breakdown, from the session's own timings per verdict:
   backend (as the session runs it), oracles (expected gradients included), and the rest: drawing,
-  shrinking (hypothesis), pytest and bookkeeping.
+  shrinking (hypothesis), pytest and bookkeeping. (A pass is on record by its seeded draw, not its
+  text: its case is drawn again here, `search.redraw`.)
 - fast: the seeded fast path (`draw_case`) and `Session.check` in this process, each case timed
   both ways, interleaved. Breakdown: generation, backend, reference, oracles, bookkeeping.
 
@@ -43,6 +44,7 @@ import numpy as np
 from gradcert.conformance.areas import AREAS
 from gradcert.conformance.backends import ReferenceBackend, resolve
 from gradcert.conformance.oracles import _setup
+from gradcert.conformance.search import redraw
 from gradcert.conformance.session import Session
 from gradcert.generators import Case, draw_case, parse_case
 from gradcert.generators.features import FULL
@@ -170,7 +172,9 @@ def certify_path(name: str, profile: str, areas: str) -> float:
         # others' mean
         runnable = [r for r in judged[1:] if r["status"] not in ("crash", "timeout")]
         path = Path(d) / "cases.json"
-        path.write_text(json.dumps([[r["case"], r["area"]] for r in runnable]))
+        caps = resolve(name).capabilities  # a pass is on record by its draw: drawn again here
+        texts = [r.get("case") or redraw(r["test_id"], r["draw"], caps).to_text() for r in runnable]
+        path.write_text(json.dumps([[text, r["area"]] for text, r in zip(texts, runnable)]))
         floors = list(resumable(name, "floors", len(runnable), "--cases-file", str(path)).values())
     parts = breakdown([r["timings"] for r in judged[1:]], span, "shrinking, pytest, bookkeeping")
     title = f"{name}, certify --profile {profile} --workers 1 ({len(judged)} verdicts, {wall:.0f} s wall)"

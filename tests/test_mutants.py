@@ -31,7 +31,7 @@ CATCH: dict[str, tuple[str, str | set[str]]] = {
     "UnusedFullLike": ("elementwise", "invariants"),
     "ZerosForUnreachable": ("unreachable", "semantics"),
     "RelativeError": ("elementwise", "reference"),
-    "WrongSinRule": ("elementwise", "reference"),
+    "WrongSinRule": ("elementwise,while", "reference"),  # sin squashes loop values: half the loop cases
     "CrashOnNesting": ("nesting", "crash"),
     "HangOnIf": ("if", "timeout"),
 }

@@ -5,6 +5,7 @@ does not see again is reported as found."""
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,12 @@ def test_a_failure_found_is_shrunk_and_one_not_seen_again_is_reported_as_found(t
     # a big failing case, handed over as the search hands the first one it finds, shrunk under 24
     # shrinker seeds (the test's key seeds it): without a span per step and a final stop flag, 2 of
     # these stopped at 6 ops
-    seed = next(k for k in range(1000) if (c := draw(Seeded(k), features, 1)).size() >= 4 and "sin(" in c.to_text())
+    probe = session(tmp_path / "probe", WrongSinRule())
+    seed = next(
+        k
+        for k in range(1000)
+        if (c := draw(Seeded(k), features, 1)).size() >= 4 and probe.judge(spec, c).status == "fail"
+    )
     for key in range(24):
         s = session(tmp_path / f"a{key}", WrongSinRule())
         chooser = Seeded(seed)
@@ -99,3 +105,43 @@ def test_a_failure_found_is_shrunk_and_one_not_seen_again_is_reported_as_found(t
         Search(50, True).run(s, "t", spec, features, "k", strategy)
     first = next(r for r in s.done.values() if r["status"] == "fail")
     assert first["size"] > 1 and first["case"].split("---")[0] in str(found.value)
+
+
+class Recording(Session):
+    """A session that keeps every case it is asked to check, as drawn."""
+
+    def check(self, test_id: str, area: Any, case: Case, drawn_s: Any = None, draw: Any = None) -> Any:
+        self.seen = [*getattr(self, "seen", []), (draw, replace(case, area=area.name).to_text())]
+        return super().check(test_id, area, case, drawn_s, draw)
+
+
+def test_a_pass_is_recorded_by_its_draw_and_drawn_again_from_it(tmp_path: Path) -> None:
+    from gradcert.conformance.results import read_records
+    from gradcert.conformance.search import redraw
+    from gradcert.conformance.test_while import test_while_mixed as test
+
+    s = Recording("reference", tmp_path / "r.jsonl", tmp_path / "f", isolate=False)
+    spec, features = test._gradcert_area, test._gradcert_features
+    Search(20, True).run(s, "test_while.py::test_while_mixed", spec, features, "k", _draw(features, spec.order))
+    s.close()
+    records = list(read_records([tmp_path / "r.jsonl"]))
+    assert len(records) == 20 and all(r["status"] == "pass" and "case" not in r for r in records)
+    assert [r["case_id"] for r in records] == [d for d, _ in s.seen] and records[0]["draw"] == "simplest"
+    for r, (_, text) in zip(records, s.seen):
+        assert redraw(r["test_id"], r["draw"]).to_text() == text
+    with pytest.raises(ValueError, match="not a certification test"):
+        redraw("test_while.py::nothing", "simplest")
+    with pytest.raises(ValueError, match="not a seeded draw"):
+        redraw("test_while.py::test_while_mixed", "7")
+
+
+def test_a_failure_is_recorded_with_its_text(tmp_path: Path) -> None:
+    s = session(tmp_path, FailsOnce())
+    test = area_tests()[0].values[0]
+    spec, features = test._gradcert_area, test._gradcert_features
+    with pytest.raises(CaseFailed):
+        Search(50, True, shrink=False).run(s, "t", spec, features, "k", _draw(features, spec.order))
+    s.close()
+    failed = [r for r in s.done.values() if r["status"] == "fail"]
+    assert len(failed) == 1 and failed[0]["draw"].startswith("seed:")
+    assert failed[0]["case_id"] in failed[0]["case_file"] and "---" in failed[0]["case"]

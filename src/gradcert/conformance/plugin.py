@@ -26,9 +26,12 @@ BUDGET = "--gradcert-budget"
 KNOWN = Path(__file__).parent / "known_failures"
 
 # cases drawn per test, and whether every run draws the same ones
+# A known failure (xfail) is confirmed by its first failing case, its minimal case being on file
+# in known_failures/: shrinking it again took most of a Paddle certify run. Fuzzing shrinks it (a
+# new defect in a known-failing test shows as a new signature only once shrunk).
 PROFILES: dict[str, dict[str, Any]] = {
-    "quick": {"examples": 12, "derandomize": True},
-    "certify": {"examples": 250, "derandomize": True},
+    "quick": {"examples": 12, "derandomize": True, "shrink_known": False},
+    "certify": {"examples": 250, "derandomize": True, "shrink_known": False},
     "nightly": {"examples": 100_000, "derandomize": False},
 }
 

@@ -17,11 +17,12 @@ The hand-over uses hypothesis's database format (`hypothesis.database.choices_to
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import time
 import unittest
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hypothesis.database import ExampleDatabase
@@ -41,6 +42,11 @@ class Search:
     derandomize: bool  # the same cases every run (seeds from the test's key)
     shrink: bool = True
     db: str | None = None  # hypothesis's persistent example database (a folder)
+    shrink_known: bool = True  # shrink a known failure's (an xfail test's) too
+
+    def known(self) -> Search:
+        """The search for a test that is a known failure."""
+        return self if self.shrink_known else replace(self, shrink=False)
 
     def run(self, session: Session, test_id: str, area: Area, features: Features, key: str, strategy: Any) -> None:
         """Judge up to `examples` cases of `features`; raise the first failure, shrunk.
@@ -66,10 +72,11 @@ class Search:
         base = int.from_bytes(hashlib.sha256(key.encode()).digest()[:6] if self.derandomize else os.urandom(6))
         for k in range(self.examples):
             t = time.perf_counter()
-            chooser = Seeded((base << 24) + k) if k else Simplest()  # first the smallest case, as hypothesis
+            seed = (base << 24) + k
+            chooser = Seeded(seed) if k else Simplest()  # first the smallest case, as hypothesis
             case = draw(chooser, features, area.order)
             try:
-                session.check(test_id, area, case, time.perf_counter() - t)
+                session.check(test_id, area, case, time.perf_counter() - t, f"seed:{seed:x}" if k else "simplest")
             except CaseFailed as e:
                 return e, chooser.choices
         return None, []
@@ -108,6 +115,27 @@ def draw(chooser: Chooser, features: Features, order: int) -> Case:
     (`areas._draw`) draws from the same choices."""
     case = Generator(chooser, features).case()
     return second_order(case, chooser) if order == 2 else case
+
+
+def redraw(test_id: str, drawn: str, capabilities: frozenset[str] | None = None) -> Case:
+    """The case the seeded search drew for `test_id` ("test_<area>.py::<test>") as `drawn` (a
+    record's "draw": "seed:HEX" or "simplest"), drawn again by this version of the generator, for a
+    backend of `capabilities`."""
+    module, _, name = test_id.partition(".py::")
+    try:
+        test = getattr(importlib.import_module(f"gradcert.conformance.{module}"), name)
+        spec, features = test._gradcert_area, test._gradcert_features
+    except (ImportError, AttributeError):
+        raise ValueError(f"{test_id!r} is not a certification test") from None
+    if capabilities is not None:
+        features = features.narrow(capabilities)
+    if drawn == "simplest":
+        chooser: Seeded = Simplest()
+    elif drawn.startswith("seed:"):
+        chooser = Seeded(int(drawn[5:], 16))
+    else:
+        raise ValueError(f"{drawn!r} is not a seeded draw (seed:HEX or simplest)")
+    return replace(draw(chooser, features, spec.order), area=spec.name)
 
 
 def _to_bytes(choices: list[int]) -> bytes:

@@ -70,10 +70,15 @@ class Session:
         """The verdict on one case, recorded nowhere (replay)."""
         return self._judge(area, replace(case, area=area.name))[0]
 
-    def check(self, test_id: str, area: Area, case: Case, drawn_s: float | None = None) -> Verdict:
+    def check(
+        self, test_id: str, area: Area, case: Case, drawn_s: float | None = None, draw: str | None = None
+    ) -> Verdict:
         """Judge `case` for `test_id` (once: a case met again gets its first verdict) and record the
         verdict; raises `CaseFailed` with the report of a failing one. `drawn_s`: the seconds it
-        took to draw, for the record's timings."""
+        took to draw, for the record's timings. `draw`: how the seeded search drew it ("seed:HEX"
+        or "simplest", `search.redraw` draws it again), which then names it, and stands in for its
+        text in the record of a pass (printing a case cost a tenth of a check, and the text of
+        every pass made most of a results file)."""
         case = replace(case, area=area.name)
         if test_id in self.broken:
             return Verdict("pass", message="not run: this test's backend crashed or hung")
@@ -82,7 +87,7 @@ class Session:
             import pytest
 
             pytest.skip(f"time budget of {self.budget:.0f} s spent")
-        key = (test_id, case.id)
+        key = (test_id, draw or case.id)
         if key in self.done and (key in self.judged or self.done[key]["status"] not in FAILING):
             # judged already (a failure from an earlier run is judged again: it may be fixed)
             old = self.done[key]
@@ -93,7 +98,7 @@ class Session:
             timings["total"] = time.perf_counter() - t0
             if drawn_s is not None:
                 timings["generation"] = drawn_s
-            self._record(test_id, area, case, verdict, timings)
+            self._record(test_id, area, case, verdict, timings, draw)
         if verdict.status in ("crash", "timeout"):
             self.broken.add(test_id)
         if verdict.status in FAILING:
@@ -162,10 +167,11 @@ class Session:
         return Verdict("fail", "bad_request", "a cotangent of the wrong shape was accepted")
 
     # --- records -------------------------------------------------------------------------------
-    def _record(self, test_id: str, area: Area, case: Case, v: Verdict, timings: dict[str, float]) -> None:
+    def _record(
+        self, test_id: str, area: Area, case: Case, v: Verdict, timings: dict[str, float], draw: str | None = None
+    ) -> None:
         rec: dict[str, Any] = {
             "test_id": test_id,
-            "case_id": case.id,
             "area": area.name,
             "backend": self.name,
             "backend_version": self.runner.version,
@@ -173,18 +179,23 @@ class Session:
             "seed": self.seed,
             "time": time.time(),
             "timings": timings,
-            "case": case.to_text(),
             "size": case.size(),
             **v.to_json(),
         }
+        if draw is not None:
+            rec["draw"] = draw
+        if draw is not None and v.status == "pass":
+            rec["case_id"] = draw
+        else:
+            rec["case_id"], rec["case"] = case.id, case.to_text()
         if v.status in FAILING:
             path = self.save(case, v)
             rec["case_file"] = str(path)
             rec["replay"] = self.replay_command(path)
         if self.results is not None:
             self.results.append(rec)
-        self.done[(test_id, case.id)] = rec  # a case drawn twice is judged once
-        self.judged.add((test_id, case.id))
+        self.done[(test_id, rec["case_id"])] = rec  # a case drawn twice is judged once
+        self.judged.add((test_id, rec["case_id"]))
 
     def save(self, case: Case, v: Verdict) -> Path:
         d = self.findings / self.name

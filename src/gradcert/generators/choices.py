@@ -6,6 +6,8 @@ first / smallest option."""
 from __future__ import annotations
 
 import functools
+import math
+import random
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -39,32 +41,30 @@ class _Integers:
 
 
 class Seeded(_Integers):
-    """The fast path: choices from `numpy.random.Generator(PCG64(seed))`, identical across processes.
+    """The fast path: choices from Python's `random.Random(seed)` (Mersenne Twister, whose
+    `random()` is the same sequence for the same seed on every platform and Python version).
 
     Every choice is an integer in a range, as `Drawn` makes it, and is kept in `choices`: the
     sequence hypothesis would record for the same case, so that a case found here can be handed to
-    hypothesis to shrink (`conformance/search.py`). Scalar choices come from a buffer of uniforms
-    drawn in blocks (one NumPy call per 64 choices, not one each: a NumPy call costs ~1.5 us, half a
-    small case's drawing)."""
-
-    BLOCK = 64
+    hypothesis to shrink (`conformance/search.py`). (NumPy's generator cost 20 us to seed and 9 us
+    a call for a handful of integers: a tenth of drawing a small case.)"""
 
     def __init__(self, seed: int) -> None:
-        self.rng = np.random.Generator(np.random.PCG64(seed))
-        self.buf: list[float] = []
+        self.random = random.Random(seed).random
         self.choices: list[int] = []
 
     def integer(self, lo: int, hi: int) -> int:
-        if not self.buf:
-            self.buf = self.rng.random(self.BLOCK).tolist()[::-1]
-        k = lo + int(self.buf.pop() * (hi - lo + 1))
+        k = lo + int(self.random() * (hi - lo + 1))
         self.choices.append(k)
         return k
 
     def uniform(self, lo: float, hi: float, shape: tuple[int, ...]) -> np.ndarray:
-        k = self.rng.integers(round(lo * 64), round(hi * 64), size=shape, endpoint=True)
-        self.choices += k.ravel().tolist()
-        return np.asarray(k / 64, dtype=np.float64)
+        a = round(lo * 64)
+        n = round(hi * 64) - a + 1
+        r = self.random
+        k = [a + int(r() * n) for _ in range(math.prod(shape))]
+        self.choices += k
+        return (np.array(k, dtype=np.float64) / 64).reshape(shape)
 
     def note(self, event: str) -> None:
         pass

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import prune
-from .backward import Gradients, blocked_values
+from .backward import Gradients
 from .ir import Block, Operation, Program, Value
 from .ops import OPS
 from .text import Namer, print_program
@@ -91,16 +91,25 @@ def violations(g: Gradients, before: Snapshot) -> list[str]:
             kind = "zero-fill" if op.name in ZERO_FILL else "dead backward op"
             out.append(f"{kind} {where(op)} has no use")
 
-    reach = prune.reachable(program.block, g.inputs, blocked_values(program, g.no_grad))
-    coreach = prune.coreachable(program.block, g.outputs)
+    # paths of the forward program: its ops, as the backward found them (checked unchanged above)
+    forward = before.ops
+    blocked = set(g.no_grad) | {v for v in program.inputs if v.stop_gradient}
+    for op in forward:
+        blocked.update(r for r in op.results if r.stop_gradient)
+        for b in op.blocks:
+            blocked.update(a for a in b.args if a.stop_gradient)
+    reach = prune.reachable(program.block, g.inputs, blocked, forward)
+    coreach = prune.coreachable(program.block, g.outputs, forward)
+    on_path: dict[Operation, bool] = {}  # per forward op: the backward makes several ops for one
     for op in g.added:
         src = op.origin
-        if src is None or src not in before.ops:
+        if src is None or src not in forward:
             continue
-        on_path = any(v in reach for v in [*src.operands, *src.captures()]) and (
-            any(r in coreach for r in src.results) or bool(OPS[src.name].writes) or _nested_in_path(src, coreach)
-        )
-        if not on_path:
+        if src not in on_path:
+            on_path[src] = any(v in reach for v in [*src.operands, *src.captures()]) and (
+                any(r in coreach for r in src.results) or bool(OPS[src.name].writes) or _nested_in_path(src, coreach)
+            )
+        if not on_path[src]:
             out.append(f"backward op {where(op)} differentiates {where(src)}, which no input-to-output path crosses")
     return out
 

@@ -7,7 +7,7 @@ stop gradient or are in the no-grad set never become reachable.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 
 from .ir import Block, Operation, Value
 from .ops import OPS
@@ -15,8 +15,9 @@ from .types import StackType, is_differentiable
 
 
 class _Reach:
-    def __init__(self, seeds: Iterable[Value], blocked: set[Value]) -> None:
+    def __init__(self, seeds: Iterable[Value], blocked: set[Value], only: Container[Operation] | None) -> None:
         self.blocked = blocked
+        self.only = only
         self.set: set[Value] = set()
         self.parts: dict[Value, set[int]] = {}  # a packed vector: which of its elements are reached
         for v in seeds:
@@ -32,7 +33,8 @@ class _Reach:
             if m:
                 self.mark(a)
         for op in blk.ops:
-            self.op(op)
+            if self.only is None or op in self.only:
+                self.op(op)
         term = blk.terminator
         return [v in self.set for v in term.operands] if term is not None else []
 
@@ -61,23 +63,27 @@ class _Reach:
                 self.mark(r)
 
 
-def reachable(block: Block, seeds: Iterable[Value], blocked: set[Value]) -> set[Value]:
-    """Every value in `block` (nested blocks included) that depends differentiably on `seeds`."""
-    r = _Reach(seeds, blocked)
+def reachable(
+    block: Block, seeds: Iterable[Value], blocked: set[Value], only: Container[Operation] | None = None
+) -> set[Value]:
+    """Every value in `block` (nested blocks included) that depends differentiably on `seeds`;
+    `only`: the ops to follow (a forward program's, within a transformed one), default all."""
+    r = _Reach(seeds, blocked, only)
     r.block(block, [])
     return r.set
 
 
-def coreachable(block: Block, outputs: Iterable[Value]) -> set[Value]:
-    """Values the outputs may depend on (region ops conservatively: all their inputs)."""
+def coreachable(block: Block, outputs: Iterable[Value], only: Container[Operation] | None = None) -> set[Value]:
+    """Values the outputs may depend on (region ops conservatively: all their inputs); `only`:
+    the ops to follow, default all."""
     need = set(outputs)
     for op in reversed(block.ops):
-        if any(r in need for r in op.results) or any(OPS[o.name].writes for o in op.walk()):
+        if only is not None and op not in only:
+            continue
+        nested = [o for o in op.walk() if only is None or o in only]
+        if any(r in need for r in op.results) or any(OPS[o.name].writes for o in nested):
             need.update(op.operands)
-            if op.blocks:
-                need.update(op.captures())
-                for sub in op.blocks:
-                    for inner in sub.walk():
-                        need.update(inner.operands)
-                        need.update(inner.results)
+            for inner in nested[1:]:  # a region op's blocks: all they read and make
+                need.update(inner.operands)
+                need.update(inner.results)
     return need

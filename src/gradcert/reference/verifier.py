@@ -124,7 +124,7 @@ class _Verifier:
                         + ("used before its definition or outside its block" if known else "undefined"),
                         v,
                     )
-            if op not in self.trusted:
+            if op not in self.trusted and not _known_good(op):
                 self.signature(op)
             self.inplace(op, blk, i)
             for sub in op.blocks:
@@ -162,6 +162,7 @@ class _Verifier:
         if inferred == [DECLARED]:
             if len(declared) != 1 or not isinstance(declared[0], StackType):
                 self.error(TypeMismatchError, op, "must declare one stack result")
+                return
         elif declared != inferred:
             self.error(
                 TypeMismatchError,
@@ -170,6 +171,8 @@ class _Verifier:
                 f"({', '.join(map(str, inferred))})",
                 op.results[0] if op.results else None,
             )
+            return
+        _remember_good(op)
 
     def inplace(self, op: Operation, blk: Block, index: int) -> None:
         d = OPS.get(op.name)
@@ -185,6 +188,34 @@ class _Verifier:
                 return
         if blk is self.program.block and v in self.program.outputs:
             self.error(InPlaceError, op, f"output {self.v(v)} is consumed in place by '{op.name}'", v)
+
+
+# Signatures found good, of ops without blocks: an op's signature check is a function of its name,
+# attributes and operand and result types alone, and a few hundred such combinations make up the
+# programs certify draws (and their backward programs), so each is checked once, not for every op
+# of every program (the type rules were a third of checking a backward program's invariants).
+_GOOD: set[tuple[object, ...]] = set()
+_GOOD_MAX = 100_000  # nightly runs meet many constants: start over past this many
+
+
+def _key(op: Operation) -> tuple[object, ...] | None:
+    if op.blocks:
+        return None  # a region op's types depend on its blocks: checked every time
+    # attributes by their repr: `True == 1 == 1.0` and `(1,) == [1]` are not the same attribute
+    return op.name, tuple([v.type for v in op.operands]), tuple([r.type for r in op.results]), repr(op.attrs)
+
+
+def _known_good(op: Operation) -> bool:
+    key = _key(op)
+    return key is not None and key in _GOOD
+
+
+def _remember_good(op: Operation) -> None:
+    key = _key(op)
+    if key is not None:
+        if len(_GOOD) >= _GOOD_MAX:
+            _GOOD.clear()
+        _GOOD.add(key)
 
 
 def verify_all(program: Program, source: str | None = None, trusted: Collection[Operation] = ()) -> list[VerifyError]:
