@@ -16,7 +16,7 @@ from gradcert.conformance.api import BackendResult
 from gradcert.conformance.areas import AREAS, _draw
 from gradcert.conformance.backends import ReferenceBackend
 from gradcert.conformance.runner import InProcess
-from gradcert.conformance.search import Search, _Handed, _to_bytes, draw
+from gradcert.conformance.search import Search, _handed, _to_bytes, draw
 from gradcert.conformance.session import CaseFailed, Session
 from gradcert.generators.case import Case
 from gradcert.generators.choices import Seeded, Simplest
@@ -33,7 +33,7 @@ def area_tests() -> list[Any]:
 def first_replayed(strategy: Any, found: bytes) -> Case:
     got: list[Case] = []
 
-    @settings(database=_Handed(found, None), phases=[Phase.reuse], suppress_health_check=list(HealthCheck))
+    @settings(database=_handed(found, None), phases=[Phase.reuse], suppress_health_check=list(HealthCheck))
     @given(case=strategy)
     def first(case: Case) -> None:
         got.append(case)
@@ -95,14 +95,14 @@ def test_a_failure_found_is_shrunk_and_one_not_seen_again_is_reported_as_found(t
         with pytest.raises(CaseFailed):
             s.check("t", spec, draw(chooser, features, 1))
         with pytest.raises(CaseFailed) as shrunk:
-            Search(50, True)._hypothesis(s, "t", spec, f"k{key}", strategy, _Handed(_to_bytes(chooser.choices), None))
+            Search(50, True)._hypothesis(s, "t", spec, f"k{key}", strategy, _handed(_to_bytes(chooser.choices), None))
         s.close()
         sizes = [r["size"] for r in s.done.values() if r["status"] == "fail"]
         assert sizes[0] >= 4 and min(sizes) == 1, (key, sizes)  # shrunk to the sin alone
         assert "= sin(%x0)" in str(shrunk.value) and "replay: gradcert replay" in str(shrunk.value)
     s = session(tmp_path / "b", FailsOnce())
     with pytest.raises(CaseFailed) as found:
-        Search(50, True).run(s, "t", spec, features, "k", strategy)
+        Search(50, True).run(s, "t", spec, features, "k", lambda: strategy)
     first = next(r for r in s.done.values() if r["status"] == "fail")
     assert first["size"] > 1 and first["case"].split("---")[0] in str(found.value)
 
@@ -122,7 +122,7 @@ def test_a_pass_is_recorded_by_its_draw_and_drawn_again_from_it(tmp_path: Path) 
 
     s = Recording("reference", tmp_path / "r.jsonl", tmp_path / "f", isolate=False)
     spec, features = test._gradcert_area, test._gradcert_features
-    Search(20, True).run(s, "test_while.py::test_while_mixed", spec, features, "k", _draw(features, spec.order))
+    Search(20, True).run(s, "test_while.py::test_while_mixed", spec, features, "k", lambda: _draw(features, spec.order))
     s.close()
     records = list(read_records([tmp_path / "r.jsonl"]))
     assert len(records) == 20 and all(r["status"] == "pass" and "case" not in r for r in records)
@@ -140,7 +140,7 @@ def test_a_failure_is_recorded_with_its_text(tmp_path: Path) -> None:
     test = area_tests()[0].values[0]
     spec, features = test._gradcert_area, test._gradcert_features
     with pytest.raises(CaseFailed):
-        Search(50, True, shrink=False).run(s, "t", spec, features, "k", _draw(features, spec.order))
+        Search(50, True, shrink=False).run(s, "t", spec, features, "k", lambda: _draw(features, spec.order))
     s.close()
     failed = [r for r in s.done.values() if r["status"] == "fail"]
     assert len(failed) == 1 and failed[0]["draw"].startswith("seed:")

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from hypothesis import strategies as st
-
-from ..generators import Case, cases
+from ..generators import Case
 from ..generators.choices import DrawAdapter, Drawn
 from ..generators.features import Features
 from ..generators.second_order import second_order
@@ -64,11 +63,18 @@ def feats(*enabled: str, required: tuple[str, ...] = (), depth: int = 1, ops: in
 CAPABILITIES: frozenset[str] | None = None
 
 
-def _draw(features: Features, order: int) -> st.SearchStrategy[Case]:
+def _draw(features: Features, order: int) -> Any:
+    """The hypothesis strategy drawing the cases of `features` that `search.draw` draws."""
+    from hypothesis import strategies as st
+
     return st.deferred(lambda: _strategy(features if CAPABILITIES is None else features.narrow(CAPABILITIES), order))
 
 
-def _strategy(features: Features, order: int) -> st.SearchStrategy[Case]:
+def _strategy(features: Features, order: int) -> Any:
+    from hypothesis import strategies as st
+
+    from ..generators.strategies import cases
+
     if order == 1:
         return cases(features)
 
@@ -94,7 +100,7 @@ def certify_test(area: str, features: Features) -> Callable[..., None]:
     def test(gradcert_session: Any, gradcert_search: Any, request: Any) -> None:
         narrowed = features if CAPABILITIES is None else features.narrow(CAPABILITIES)
         search = gradcert_search.known() if request.node.get_closest_marker("xfail") else gradcert_search
-        search.run(gradcert_session, test_id(request.node), spec, narrowed, key, _draw(features, spec.order))
+        search.run(gradcert_session, test_id(request.node), spec, narrowed, key, partial(_draw, features, spec.order))
 
     test._gradcert_area = spec  # type: ignore[attr-defined]
     test._gradcert_features = features  # type: ignore[attr-defined]

@@ -16,16 +16,15 @@ The hand-over uses hypothesis's database format (`hypothesis.database.choices_to
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import os
 import time
 import unittest
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
-
-from hypothesis.database import ExampleDatabase
 
 from ..generators.build import Generator
 from ..generators.case import Case
@@ -48,22 +47,25 @@ class Search:
         """The search for a test that is a known failure."""
         return self if self.shrink_known else replace(self, shrink=False)
 
-    def run(self, session: Session, test_id: str, area: Area, features: Features, key: str, strategy: Any) -> None:
+    def run(
+        self, session: Session, test_id: str, area: Area, features: Features, key: str, strategy: Callable[[], Any]
+    ) -> None:
         """Judge up to `examples` cases of `features`; raise the first failure, shrunk.
 
-        `strategy` is the hypothesis strategy that draws the same cases as `Seeded` from the same
-        choices; `key` tells this test's seeds and database entries from every other test's."""
+        `strategy()` makes the hypothesis strategy that draws the same cases as `Seeded` from the
+        same choices (made only to shrink or replay: hypothesis takes 0.2 s to import); `key` tells
+        this test's seeds and database entries from every other test's."""
         store = None
         if self.db:
             from hypothesis.database import DirectoryBasedExampleDatabase
 
             store = DirectoryBasedExampleDatabase(self.db)
-            self._hypothesis(session, test_id, area, key, strategy, _Handed(None, store))
+            self._hypothesis(session, test_id, area, key, strategy(), _handed(None, store))
         failure, choices = self._explore(session, test_id, area, features, key)
         if failure is None:
             return
         if self.shrink:
-            self._hypothesis(session, test_id, area, key, strategy, _Handed(_to_bytes(choices), store))
+            self._hypothesis(session, test_id, area, key, strategy(), _handed(_to_bytes(choices), store))
         raise failure  # hypothesis did not see it fail again (a backend that fails now and then)
 
     def _explore(
@@ -81,9 +83,7 @@ class Search:
                 return e, chooser.choices
         return None, []
 
-    def _hypothesis(
-        self, session: Session, test_id: str, area: Area, key: str, strategy: Any, db: ExampleDatabase
-    ) -> None:
+    def _hypothesis(self, session: Session, test_id: str, area: Area, key: str, strategy: Any, db: Any) -> None:
         """Hypothesis replays what `db` holds and shrinks what fails; raises the smallest failure."""
         from hypothesis import HealthCheck, Phase, given, seed, settings
 
@@ -144,25 +144,36 @@ def _to_bytes(choices: list[int]) -> bytes:
     return choices_to_bytes(choices)
 
 
-class _Handed(ExampleDatabase):
-    """A persistent database (or none), and one failing case handed over as a secondary example:
-    hypothesis replays secondary examples when it has too few primary ones and shrinks what fails
-    (a primary example that fails as stored counts as shrunk already)."""
+def _handed(found: bytes | None, store: Any) -> Any:
+    """The example database that hands `found` over (see `_handed_type`)."""
+    return _handed_type()(found, store)
 
-    def __init__(self, found: bytes | None, store: ExampleDatabase | None) -> None:
-        super().__init__()
-        self.found, self.store = found, store
 
-    def fetch(self, key: bytes) -> Iterable[bytes]:
-        if self.found is not None and key.endswith(b".secondary"):
-            yield self.found
-        if self.store is not None:
-            yield from self.store.fetch(key)
+@functools.cache
+def _handed_type() -> type:
+    from hypothesis.database import ExampleDatabase
 
-    def save(self, key: bytes, value: bytes) -> None:
-        if self.store is not None:
-            self.store.save(key, value)
+    class Handed(ExampleDatabase):
+        """A persistent database (or none), and one failing case handed over as a secondary example:
+        hypothesis replays secondary examples when it has too few primary ones and shrinks what fails
+        (a primary example that fails as stored counts as shrunk already)."""
 
-    def delete(self, key: bytes, value: bytes) -> None:
-        if self.store is not None:
-            self.store.delete(key, value)
+        def __init__(self, found: bytes | None, store: ExampleDatabase | None) -> None:
+            super().__init__()
+            self.found, self.store = found, store
+
+        def fetch(self, key: bytes) -> Iterable[bytes]:
+            if self.found is not None and key.endswith(b".secondary"):
+                yield self.found
+            if self.store is not None:
+                yield from self.store.fetch(key)
+
+        def save(self, key: bytes, value: bytes) -> None:
+            if self.store is not None:
+                self.store.save(key, value)
+
+        def delete(self, key: bytes, value: bytes) -> None:
+            if self.store is not None:
+                self.store.delete(key, value)
+
+    return Handed

@@ -1,24 +1,24 @@
-"""JSON summary and JUnit XML, rendered from results files for CI dashboards."""
+"""JSON summary and JUnit XML for CI dashboards, from the latest record of each case
+(`summary.latest` of the results files' records)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree as ET
 
-from ..conformance.results import read_records
-from .summary import latest, summary
+from .summary import summary
 
 
-def write_json(paths: list[str | Path], out: str | Path) -> Path:
+def write_json(records: list[dict[str, Any]], out: str | Path) -> Path:
     p = Path(out)
-    p.write_text(json.dumps(summary(latest(read_records(paths))), indent=1, sort_keys=True) + "\n")
+    p.write_text(json.dumps(summary(records), indent=1, sort_keys=True) + "\n")
     return p
 
 
-def write_junit(paths: list[str | Path], out: str | Path) -> Path:
+def write_junit(records: list[dict[str, Any]], out: str | Path) -> Path:
     """One <testsuite> per backend and area, one <testcase> per judged case."""
-    records = latest(read_records(paths))
     root = ET.Element("testsuites", name="gradcert")
     suites: dict[tuple[str, str], ET.Element] = {}
     for r in records:
