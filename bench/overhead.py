@@ -1,8 +1,9 @@
 """Overhead of a check over its physical floor, per backend, and where the time goes.
 
 The floor of one check: the backend alone computing one forward plus backward (in this process, no
-op listing, no bookkeeping), plus the finite-difference oracle's forward runs on the reference
-interpreter, as the oracle makes them.
+op listing, no bookkeeping) for each gradient the check asks for (one; three for a linearity check
+of the cotangents area: its cotangents, others, their sum), plus the finite-difference oracle's
+forward runs on the reference interpreter, as the oracle makes them.
 
 gradcert's time, two ways:
 
@@ -78,14 +79,22 @@ def floor_backend(name: str) -> Callable[[Case], None]:
 
 
 def floor(backend: Callable[[Case], None], case: Case, check: str) -> float:
-    """Seconds of one check's floor; a bad request's is the backend refusing it."""
+    """Seconds of one check's floor: each gradient the check asks the backend for, and the finite
+    differences' interpreter runs. A bad request's is the backend refusing it; a linearity check
+    asks for three gradients (`Session._linearity`: its cotangents, others, and their sum)."""
     t = time.perf_counter()
+    requests = [case]
     if check == "bad_request":
-        case = replace(case, cotangents=[np.zeros((*u.shape, 2)) for u in case.cotangents or []])
-    try:
-        backend(case)
-    except Exception:
-        pass  # the backend raised: its time until then is its floor
+        requests = [replace(case, cotangents=[np.zeros((*u.shape, 2)) for u in case.cotangents or []])]
+    elif check == "linearity" and case.cotangents is not None:
+        other = [np.ones_like(u) for u in case.cotangents]
+        both = [u + v for u, v in zip(case.cotangents, other)]
+        requests += [replace(case, cotangents=other), replace(case, cotangents=both)]
+    for r in requests:
+        try:
+            backend(r)
+        except Exception:
+            pass  # the backend raised: its time until then is its floor
     if check != "bad_request":
         fd_runs(case)
     return time.perf_counter() - t

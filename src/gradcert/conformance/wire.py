@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
 
 from .api import BackendResult, OpRecord
+
+_OP_FIELDS = [f.name for f in fields(OpRecord)]
 
 
 def array_to_json(x: np.ndarray | None) -> Any:
@@ -28,7 +30,10 @@ def result_to_json(r: BackendResult) -> dict[str, Any]:
         "grads": [array_to_json(g) for g in r.grads],
         "version": r.version,
         "timings": r.timings,
-        "backward_ops": None if r.backward_ops is None else [asdict(op) for op in r.backward_ops],
+        # one row per op, its fields in order (`asdict` took 0.5 ms for a Paddle program's listing)
+        "backward_ops": None
+        if r.backward_ops is None
+        else [[getattr(op, f) for f in _OP_FIELDS] for op in r.backward_ops],
         "violations": r.violations,
         "forward": None if r.forward is None else [array_to_json(y) for y in r.forward],
     }
@@ -39,7 +44,7 @@ def result_from_json(d: dict[str, Any]) -> BackendResult:
         [array_from_json(g) for g in d["grads"]],
         d.get("version", ""),
         d.get("timings", {}),
-        None if d.get("backward_ops") is None else [OpRecord(**op) for op in d["backward_ops"]],
+        None if d.get("backward_ops") is None else [OpRecord(*row) for row in d["backward_ops"]],
         list(d.get("violations", [])),
         None if d.get("forward") is None else [array_from_json(y) for y in d["forward"]],  # type: ignore[misc]
     )
