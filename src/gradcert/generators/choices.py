@@ -1,4 +1,4 @@
-"""Where a generator's choices come from: a seeded NumPy generator (how certify draws, and the fast
+"""Where a generator's choices come from: a seeded `random.Random` (how certify draws, and the fast
 path) or hypothesis (which replays a seeded case's choices and shrinks them). The construction code
 is one and the same for both, and so are the choices it makes; every choice shrinks towards its
 first / smallest option."""
