@@ -38,6 +38,23 @@ def test_unknown_backend_is_one_line_and_exit_2(tmp_path: Path) -> None:
         resolve("no_such_module:thing")
 
 
+@pytest.mark.parametrize(("name", "module"), [("paddle", "paddle"), ("torch", "torch"), ("jax", "jax")])
+def test_a_framework_backend_is_resolved_without_importing_its_framework(
+    name: str, module: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # certify's pytest asks an isolated backend only its name, capabilities and version
+    code = f"import sys; from gradcert.conformance import resolve; resolve({name!r}); print({module!r} in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120)
+    assert r.stdout.strip() == "False", r.stderr[-2000:]
+    # and one whose framework is not installed says which extra to install
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda m, *a: None if m == module else real(m, *a))
+    with pytest.raises(UnknownBackend, match=rf"cannot start: the {name} backend needs .*gradcert\[{name}\]"):
+        resolve(name)
+
+
 def test_backend_from_an_entry_point(tmp_path: Path) -> None:
     dist = tmp_path / "thirdparty-1.0.dist-info"
     dist.mkdir()

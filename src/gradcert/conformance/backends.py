@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import importlib.util
 import time
 from importlib.metadata import entry_points
 from typing import Any
@@ -79,6 +81,16 @@ class ReferenceBackend:
             if op.name != "yield"
         ]
         return BackendResult(grads, self.version, {"backward and run": t1 - t0}, ops, violations(g, c.before), ys)
+
+
+def framework_version(module: str, distribution: str, extra: str) -> str:
+    """ "DISTRIBUTION VERSION" of an installed framework, read without importing it (a backend whose
+    cases run in a worker process is only asked its name and capabilities where certify runs:
+    importing Paddle, PyTorch or JAX there cost a second or more); ImportError naming the extra to
+    install where it is missing."""
+    if importlib.util.find_spec(module) is None:
+        raise ImportError(f"the {extra} backend needs {distribution}: pip install 'gradcert[{extra}]'")
+    return f"{distribution} {importlib.metadata.version(distribution)}"
 
 
 # third-party backends are imported only when asked for (each needs its framework installed)

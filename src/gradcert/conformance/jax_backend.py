@@ -23,6 +23,7 @@ Lowering choices (the README's JAX section says what was measured):
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -34,6 +35,7 @@ from ..generators.case import Case
 from ..reference.ir import Operation
 from ..reference.types import TensorType, is_differentiable
 from .api import BackendResult, Unsupported
+from .backends import framework_version
 from .contract import paths, to_contract
 from .lowering import VECTORS, Lower, Lowering, kernels
 
@@ -93,14 +95,15 @@ class JaxBackend:
     table: dict[str, Lower] = TABLE  # a subclass may lower some ops otherwise (tests plant bugs so)
 
     def __init__(self) -> None:
+        self.version = framework_version("jax", "jax", "jax")  # (jax is imported at the first case)
+
+    @functools.cached_property
+    def jax(self) -> Any:
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
-        try:
-            import jax
-        except ImportError as e:
-            raise ImportError(f"the jax backend needs jax ({e}): pip install 'gradcert[jax]'") from None
+        import jax
+
         jax.config.update("jax_enable_x64", True)
-        self.jax = jax
-        self.version = f"jax {jax.__version__}"
+        return jax
 
     def run(self, case: Case) -> BackendResult:
         jax, jnp = self.jax, self.jax.numpy

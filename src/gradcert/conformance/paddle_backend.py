@@ -20,6 +20,7 @@ the process.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import time
@@ -35,6 +36,7 @@ from ..reference.ir import Operation
 from ..reference.ops import OPS
 from ..reference.types import TensorType, is_differentiable
 from .api import BackendResult, OpRecord, Unsupported
+from .backends import framework_version
 from .lowering import DTYPE_NAMES, VECTORS, Lower, Lowering, flatten, types_of, unflatten
 from .oracles import REF_ATOL, REF_RTOL
 
@@ -201,17 +203,23 @@ class PaddleBackend:
 
     def __init__(self, listing: bool = True) -> None:
         """`listing`: list the program's ops for the structural invariants (off to time the
-        backend alone)."""
+        backend alone). Paddle itself is imported at the first case: a process that only asks
+        the backend its name and capabilities (certify's pytest, which runs cases in a worker
+        process) does not pay its import (about a second)."""
         self.listing = listing
+        self.version = framework_version("paddle", "paddlepaddle", "paddle")
+
+    @functools.cached_property
+    def pd(self) -> Any:
         os.environ.setdefault("GLOG_minloglevel", "2")  # the executor's info lines, per run
-        try:
-            import paddle
-        except ImportError as e:
-            raise ImportError(f"the paddle backend needs paddlepaddle ({e}): pip install 'gradcert[paddle]'") from None
+        import paddle
+
         paddle.enable_static()
-        self.pd = paddle
-        self.version = f"paddlepaddle {paddle.__version__}"
-        self.exe = paddle.static.Executor(paddle.CPUPlace())
+        return paddle
+
+    @functools.cached_property
+    def exe(self) -> Any:
+        return self.pd.static.Executor(self.pd.CPUPlace())
 
     # --- one case ------------------------------------------------------------------------------
     def run(self, case: Case) -> BackendResult:

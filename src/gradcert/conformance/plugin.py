@@ -143,8 +143,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 matched.add(prefix)
                 item.add_marker(pytest.mark.xfail(reason=reason, strict=False))
     if all(getattr(getattr(i, "obj", None), "_gradcert_area", None) for i in items):
-        # the heaviest tests first (second order, then deeper nesting, then more features), so
-        # that xdist's workers, taking tests as they free up, finish together
+        # the heaviest tests first, so that xdist's workers, taking tests as they free up, finish
+        # together: a linearity check asks for three gradients, then second order, deeper nesting,
+        # more features; known failures last (under quick and certify they stop at their first
+        # failing case, mostly the first case drawn)
         items.sort(key=_weight, reverse=True)  # (stable, and the same in every worker)
     if controller:  # warn once
         for prefix, _ in known:
@@ -152,9 +154,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 warnings.warn(f"known-failures entry {prefix!r} for {backend.name} matches no test", stacklevel=1)
 
 
-def _weight(item: pytest.Item) -> tuple[int, int, int]:
-    f = item.obj._gradcert_features  # type: ignore[attr-defined]
-    return (item.obj._gradcert_area.order, f.max_depth, len(f.enabled))  # type: ignore[attr-defined]
+def _weight(item: pytest.Item) -> tuple[bool, bool, int, int, int]:
+    f, area = item.obj._gradcert_features, item.obj._gradcert_area  # type: ignore[attr-defined]
+    known = item.get_closest_marker("xfail") is not None
+    return (not known, area.check == "linearity", area.order, f.max_depth, len(f.enabled))
 
 
 def _report_cases(item: pytest.Item) -> None:

@@ -22,6 +22,7 @@ Lowering choices (the README's PyTorch section says what was measured):
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -33,6 +34,7 @@ from ..reference.ir import Operation, Value
 from ..reference.ops import OPS
 from ..reference.types import TensorType, is_differentiable
 from .api import BackendResult, Unsupported
+from .backends import framework_version
 from .contract import paths, to_contract
 from .lowering import VECTORS, Lower, Lowering, kernels
 
@@ -95,13 +97,20 @@ class TorchBackend:
     table: dict[str, Lower] = TABLE  # a subclass may lower some ops otherwise (tests plant bugs so)
 
     def __init__(self) -> None:
-        try:
-            import array_api_compat.torch as xp
-            import torch
-        except ImportError as e:
-            raise ImportError(f"the torch backend needs torch ({e}): pip install 'gradcert[torch]'") from None
-        self.torch, self.xp = torch, xp
-        self.version = f"torch {torch.__version__}"
+        self.version = framework_version("torch", "torch", "torch")  # (torch is imported at the first case)
+        framework_version("array_api_compat", "array-api-compat", "torch")
+
+    @functools.cached_property
+    def torch(self) -> Any:
+        import torch
+
+        return torch
+
+    @functools.cached_property
+    def xp(self) -> Any:
+        import array_api_compat.torch as xp
+
+        return xp
 
     def run(self, case: Case) -> BackendResult:
         try:
