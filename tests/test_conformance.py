@@ -163,6 +163,21 @@ def test_replay_reproduces_a_saved_failure(tmp_path: Path) -> None:
     assert good.returncode == 0 and "verdict: pass" in good.stdout
 
 
+def test_replay_of_a_pass_named_as_the_reports_name_it(tmp_path: Path) -> None:
+    code, records, _ = certify("reference", "while", tmp_path)
+    assert code == 0
+    r = next(r for r in records if r.get("draw", "").startswith("seed:"))
+    assert "case" not in r  # a pass is on record by its draw
+    name = f"{r['test_id']}[{r['case_id']}]"  # as the JUnit report names it
+    ok = run_cli("replay", name, cwd=tmp_path)
+    assert ok.returncode == 0 and "verdict: pass" in ok.stdout
+    assert ok.stdout.split("verdict:")[0] == redraw(r["test_id"], r["draw"]).to_text().split("---")[0]
+    bad = run_cli("replay", "test_while.py::test_nothing[seed:1f]", cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "gradcert: error: 'test_while.py::test_nothing' is not a certification test"
+    ]
+
+
 def test_replay_of_a_malformed_case_is_exit_2(tmp_path: Path) -> None:
     f = tmp_path / "bad.case"
     f.write_text('program() {\n  return\n}\n---\n{"format": "gradcert-case/1"}\n')

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -121,12 +122,23 @@ def cmd_certify(args: argparse.Namespace) -> int:
     return {0: EXIT_OK, 1: EXIT_FAIL}.get(code, EXIT_USAGE)
 
 
+# `TEST[DRAW]`: how the reports name a case the seeded search drew (its record holds the draw)
+_DRAWN = re.compile(r"(test_\w+\.py::\w+)\[(seed:[0-9a-f]+|simplest)\]")
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from .conformance.areas import AREAS
     from .conformance.session import FAILING, Session
     from .generators.case import load_case
 
-    case = load_case(args.case)
+    drawn = _DRAWN.fullmatch(args.case)
+    if drawn and not os.path.exists(args.case):  # a pass on record by its draw, as reports name it
+        from .conformance.backends import resolve
+        from .conformance.search import redraw
+
+        case = redraw(drawn[1], drawn[2], resolve(args.backend).capabilities)
+    else:
+        case = load_case(args.case)
     area = AREAS.get(case.area or "", AREAS["elementwise"])
     s = Session(
         args.backend,
@@ -201,7 +213,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     cert.set_defaults(func=cmd_certify)
 
     rep = sub.add_parser("replay", help="judge one saved case again")
-    rep.add_argument("case", metavar="CASE")
+    rep.add_argument(
+        "case",
+        metavar="CASE",
+        help="a case file, or TEST[DRAW] as a report names a drawn case (drawn again for --backend)",
+    )
     rep.add_argument("--backend", default="reference")
     rep.add_argument("--findings", default="reports/findings")
     rep.add_argument("--isolate", default="auto", choices=("auto", "yes", "no"))
