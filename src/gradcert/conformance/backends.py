@@ -84,7 +84,7 @@ class ReferenceBackend:
 
 
 def framework_version(module: str, distribution: str, extra: str) -> str:
-    """ "DISTRIBUTION VERSION" of an installed framework, read without importing it (a backend whose
+    """The name and version of an installed framework, read without importing it (a backend whose
     cases run in a worker process is only asked its name and capabilities where certify runs:
     importing Paddle, PyTorch or JAX there cost a second or more); ImportError naming the extra to
     install where it is missing."""

@@ -1,6 +1,6 @@
 """The seeded fast path: the same construction as the hypothesis strategies, fed by a seeded
-generator (`choices.Seeded`), for throughput-bound fuzzing. The same seed gives the same case, byte for byte, in any
-process."""
+generator (`choices.Seeded`), for throughput-bound fuzzing. The same seed gives the same case,
+byte for byte, in any process."""
 
 from __future__ import annotations
 

@@ -328,10 +328,11 @@ class _Ctx:
         return [next(got) if is_differentiable(v.type) else None for v in pushed]
 
 
-def blocked_values(program: Program, no_grad: Iterable[Value]) -> set[Value]:
+def blocked_values(program: Program, no_grad: Iterable[Value], ops: Iterable[Operation] | None = None) -> set[Value]:
+    """The no-grad set and every stop_gradient value of `program` (made by `ops`, default all)."""
     blocked = set(no_grad)
     blocked.update(v for v in program.inputs if v.stop_gradient)
-    for op in program.walk():
+    for op in program.walk() if ops is None else ops:
         blocked.update(r for r in op.results if r.stop_gradient)
         for b in op.blocks:
             blocked.update(a for a in b.args if a.stop_gradient)

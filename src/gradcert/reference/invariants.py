@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import prune
-from .backward import Gradients
+from .backward import Gradients, blocked_values
 from .ir import Block, Operation, Program, Value
 from .ops import OPS
 from .text import Namer, print_program
@@ -93,12 +93,7 @@ def violations(g: Gradients, before: Snapshot) -> list[str]:
 
     # paths of the forward program: its ops, as the backward found them (checked unchanged above)
     forward = before.ops
-    blocked = set(g.no_grad) | {v for v in program.inputs if v.stop_gradient}
-    for op in forward:
-        blocked.update(r for r in op.results if r.stop_gradient)
-        for b in op.blocks:
-            blocked.update(a for a in b.args if a.stop_gradient)
-    reach = prune.reachable(program.block, g.inputs, blocked, forward)
+    reach = prune.reachable(program.block, g.inputs, blocked_values(program, g.no_grad, forward), forward)
     coreach = prune.coreachable(program.block, g.outputs, forward)
     on_path: dict[Operation, bool] = {}  # per forward op: the backward makes several ops for one
     for op in g.added:
