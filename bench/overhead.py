@@ -45,7 +45,7 @@ import numpy as np
 from gradcert.conformance.areas import AREAS
 from gradcert.conformance.backends import ReferenceBackend, resolve
 from gradcert.conformance.oracles import _setup
-from gradcert.conformance.search import redraw
+from gradcert.conformance.search import recorded_text
 from gradcert.conformance.session import Session
 from gradcert.generators import Case, draw_case, parse_case
 from gradcert.generators.features import FULL
@@ -182,7 +182,7 @@ def certify_path(name: str, profile: str, areas: str) -> float:
         runnable = [r for r in judged[1:] if r["status"] not in ("crash", "timeout")]
         path = Path(d) / "cases.json"
         caps = resolve(name).capabilities  # a pass is on record by its draw: drawn again here
-        texts = [r.get("case") or redraw(r["test_id"], r["draw"], caps).to_text() for r in runnable]
+        texts = [recorded_text(r, caps) for r in runnable]
         path.write_text(json.dumps([[text, r["area"]] for text, r in zip(texts, runnable)]))
         floors = list(resumable(name, "floors", len(runnable), "--cases-file", str(path)).values())
     parts = breakdown([r["timings"] for r in judged[1:]], span, "shrinking, pytest, bookkeeping")

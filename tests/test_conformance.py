@@ -19,7 +19,7 @@ from gradcert.conformance.areas import AREAS
 from gradcert.conformance.oracles import REF_ATOL, REF_RTOL, _close, finite_differences, judge, semantics
 from gradcert.conformance.results import ResultsFile, ResultsFileError, read_records
 from gradcert.conformance.runner import Isolated, Outcome
-from gradcert.conformance.search import redraw
+from gradcert.conformance.search import recorded_text, redraw
 from gradcert.generators import draw_case
 
 from .conftest import ENV, ROOT, run_cli
@@ -298,7 +298,7 @@ def test_capabilities_narrow_every_area_and_skip_what_needs_them(tmp_path: Path)
     assert code == 0, out[-3000:]
     judged = [r for r in records if r["case_id"]]
     assert {r["area"] for r in judged} == {"inplace", "multi_output"}
-    drawn = [r.get("case") or redraw(r["test_id"], r["draw"], NoLoops.capabilities).to_text() for r in judged]
+    drawn = [recorded_text(r, NoLoops.capabilities) for r in judged]
     assert all("while(" not in text for text in drawn)
     assert "skipped" in out
     # the skipped areas are on record as unsupported, one verdict per test, naming what is lacking

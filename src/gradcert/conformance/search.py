@@ -138,6 +138,14 @@ def redraw(test_id: str, drawn: str, capabilities: frozenset[str] | None = None)
     return replace(draw(chooser, features, spec.order), area=spec.name)
 
 
+def recorded_text(record: dict[str, Any], capabilities: frozenset[str] | None = None) -> str:
+    """The text of a verdict record's case: as recorded (a failure), or drawn again from its draw
+    (a pass the search drew) for a backend of `capabilities`."""
+    if "case" in record:
+        return str(record["case"])
+    return redraw(record["test_id"], record["draw"], capabilities).to_text()
+
+
 def _to_bytes(choices: list[int]) -> bytes:
     from hypothesis.database import choices_to_bytes
 
