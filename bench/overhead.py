@@ -3,7 +3,9 @@
 The floor of one check: the backend alone computing one forward plus backward (in this process, no
 op listing, no bookkeeping) for each gradient the check asks for (one; three for a linearity check
 of the cotangents area: its cotangents, others, their sum), plus the finite-difference oracle's
-forward runs on the reference interpreter, as the oracle makes them.
+forward runs on the reference interpreter: the unperturbed run (its trace and held values; the
+oracle takes it from the generator's evaluation of the program where a case has one) and the four
+perturbed runs.
 
 gradcert's time, two ways:
 
@@ -16,12 +18,13 @@ gradcert's time, two ways:
   backend (as the session runs it), oracles (expected gradients included), and the rest: drawing,
   shrinking (hypothesis), pytest and bookkeeping. (A pass is on record by its seeded draw, not its
   text: its case is drawn again here, `search.redraw`.)
-- fast: the seeded fast path (`draw_case`) and `Session.check` in this process, each case timed
-  both ways, interleaved. Breakdown: generation, backend, reference, oracles, bookkeeping.
+- in process: the same checks without pytest: the seeded search's draws of every certify test in turn
+  (`search.draw`) and `Session.check`, in this process, each case timed both ways, interleaved.
+  Breakdown: generation, backend, reference, oracles, bookkeeping.
 
 Ratios last (target: <= 1.5 on the reference and paddle backends).
 
-    python bench/overhead.py [--backends reference,paddle] [--profile certify] [--areas A,B] [--cases 300]
+    python bench/overhead.py [--backends reference,paddle] [--profile certify] [--areas A,B] [--cases 600]
 """
 
 from __future__ import annotations
@@ -42,20 +45,22 @@ from typing import Any
 
 import numpy as np
 
-from gradcert.conformance.areas import AREAS
+from gradcert.conformance.areas import AREAS, tests
 from gradcert.conformance.backends import ReferenceBackend, resolve
 from gradcert.conformance.oracles import _setup
-from gradcert.conformance.search import recorded_text
+from gradcert.conformance.search import draw, recorded_text
 from gradcert.conformance.session import Session
-from gradcert.generators import Case, draw_case, parse_case
-from gradcert.generators.features import FULL
+from gradcert.generators import Case, parse_case
+from gradcert.generators.choices import Seeded
 from gradcert.reference.finite_diff import directional
 from scaling import run_certify
 
 
 def fd_runs(case: Case) -> None:
-    """The finite-difference oracle's forward runs, as it makes them, alone."""
-    s = _setup(case)
+    """The finite-difference oracle's forward runs alone: the unperturbed run (its trace, the held
+    values: made here, where the oracle takes the generator's evaluation of a drawn case) and the
+    perturbed ones."""
+    s = _setup(replace(case, evaluated=None))
     if not s.free:
         return
     rng = np.random.default_rng(0)
@@ -121,36 +126,43 @@ def floors_child(name: str, path: str, start: int) -> None:
     """Prints `row K FLOOR` for each recorded case from `start` on."""
     cases = [(parse_case(text), AREAS[area].check) for text, area in json.loads(Path(path).read_text())]
     backend = floor_backend(name)
+    gc.freeze()  # (thousands of cases held: the collector would walk them all, again and again)
     for case, check in cases[start : start + 20]:  # warm-up: first calls of kernels and of the framework
         floor(backend, case, check)
     for k in range(start, len(cases)):
         print(f"row {k} {floor(backend, *cases[k])!r}", flush=True)
 
 
-def fast_child(name: str, start: int, n: int) -> None:
-    """Prints `row SEED {the session's timings, generation, total, floor}` for seeds start..n-1,
-    after 20 untimed warm-up checks (first calls of kernels)."""
-    feats = FULL.narrow(resolve(name).capabilities)
+def in_process_child(name: str, start: int, n: int) -> None:
+    """Prints `row K {the session's timings, generation, total, floor}` for checks start..n-1, after
+    20 untimed warm-up checks (first calls of kernels). Check K is certify's: the seeded search's
+    draw K of the certify tests in turn (those the backend's capabilities allow), judged as there."""
+    caps = resolve(name).capabilities
+    chosen = [
+        (test_id, t._gradcert_area, t._gradcert_features.narrow(caps))  # type: ignore[attr-defined]
+        for test_id, t in tests().items()
+        if t._gradcert_area.needs <= caps  # type: ignore[attr-defined]
+    ]
     with tempfile.TemporaryDirectory() as d:
         s = Session(name, Path(d) / "r.jsonl", Path(d) / "f", isolate=False)
         gc.freeze()  # as the plugin does once a worker's session is up
         backend = floor_backend(name)
-        area = AREAS["elementwise"]
-        for seed in [*range(10**6 + start, 10**6 + start + 20), *range(start, n)]:
+        for k in [*range(10**6 + start, 10**6 + start + 20), *range(start, n)]:
+            test_id, area, features = chosen[k % len(chosen)]
             judged = len(s.judged)
             t0 = time.perf_counter()
-            case = draw_case(seed, feats)
+            case = draw(Seeded(k), features, area.order)
             t1 = time.perf_counter()
             try:
-                s.check("bench", area, case, None, f"seed:{seed:x}")  # as the search checks its draws
+                s.check(test_id, area, case, None, f"seed:{k:x}")  # as the search checks its draws
             except AssertionError:
                 pass  # a failing case (a Paddle finding) is a check too
             t2 = time.perf_counter()
             f = floor(backend, case, area.check)
             record = next(reversed(s.done.values()))
-            if seed < 10**6 and len(s.judged) > judged:  # (a case drawn twice is judged once)
+            if k < 10**6 and len(s.judged) > judged:  # (a case drawn twice is judged once)
                 times = {**record["timings"], "generation": t1 - t0, "total": t2 - t0, "floor": f}
-                print(f"row {seed} {json.dumps(times)}", flush=True)
+                print(f"row {k} {json.dumps(times)}", flush=True)
         s.close()
 
 
@@ -190,11 +202,11 @@ def certify_path(name: str, profile: str, areas: str) -> float:
     return show(title, span, n, n * sum(floors) / len(floors), parts)
 
 
-def fast_path(name: str, n: int) -> float:
-    rows = list(resumable(name, "fast", n, "--cases", str(n)).values())
+def in_process(name: str, n: int) -> float:
+    rows = list(resumable(name, "in_process", n, "--cases", str(n)).values())
     total, floors = sum(r.pop("total") for r in rows), sum(r.pop("floor") for r in rows)
     parts = breakdown(rows, total, "bookkeeping")
-    return show(f"{name}, seeded fast path in process", total, len(rows), floors, parts)
+    return show(f"{name}, certify's checks in process, without pytest", total, len(rows), floors, parts)
 
 
 def show(title: str, total: float, n: int, floor: float, parts: dict[str, float]) -> float:
@@ -210,8 +222,8 @@ def main() -> None:
     ap.add_argument("--backends", default="reference,paddle")
     ap.add_argument("--profile", default="certify", help="certify's profile (cases per test)")
     ap.add_argument("--areas", default="", help="certify's areas (default: all)")
-    ap.add_argument("--cases", type=int, default=300, help="checks on the fast path")
-    ap.add_argument("--child", choices=("floors", "fast"), help=argparse.SUPPRESS)  # see `resumable`
+    ap.add_argument("--cases", type=int, default=600, help="checks in process")
+    ap.add_argument("--child", choices=("floors", "in_process"), help=argparse.SUPPRESS)  # see `resumable`
     ap.add_argument("--cases-file", help=argparse.SUPPRESS)
     ap.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -219,13 +231,13 @@ def main() -> None:
         if args.child == "floors":
             floors_child(args.backends, args.cases_file, args.start)
         else:
-            fast_child(args.backends, args.start, args.cases)
+            in_process_child(args.backends, args.start, args.cases)
         sys.stdout.flush()
         os._exit(0)
     ratios = {}
     for name in args.backends.split(","):
         ratios[name, "certify"] = certify_path(name, args.profile, args.areas)
-        ratios[name, "fast path"] = fast_path(name, args.cases)
+        ratios[name, "in process"] = in_process(name, args.cases)
     for (name, way), r in ratios.items():
         print(f"ratio total / floor per check, {name}, {way}: {r:.2f} (target <= 1.5)")
     sys.stdout.flush()

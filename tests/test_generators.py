@@ -6,15 +6,21 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, find, given, settings
 
+from gradcert.conformance.areas import tests
+from gradcert.conformance.oracles import _setup
+from gradcert.conformance.search import redraw
 from gradcert.generators import FULL, Case, CaseFileError, Features, cases, describe, draw_case, parse_case
 from gradcert.generators.features import CONSTRUCTS
 from gradcert.reference import run
+from gradcert.reference.finite_diff import directional
 from gradcert.reference.gradients import compute
+from gradcert.reference.interpreter import Interpreter
 from gradcert.reference.ops import OPS
 from gradcert.reference.verifier import verify_all
 
@@ -40,6 +46,47 @@ def test_fast_path_draws_are_valid_and_finite() -> None:
 def test_hypothesis_draws_are_valid_and_finite(case: Case) -> None:
     assert verify_all(case.program) == []
     assert finite(case)
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, tuple):  # a vector
+        return isinstance(b, tuple) and len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, list):  # a stack (a handle)
+        return a is b
+    return isinstance(b, np.ndarray) and np.asarray(a).dtype == b.dtype and np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("test_id", list(tests()))
+def test_the_generators_evaluation_is_the_programs_run(test_id: str) -> None:
+    """What finite differences take in place of their unperturbed run (`Case.evaluated`): the
+    interpreter's trace of a run of the finished program, and each top-level value as that run
+    first computes it (in-place ops overwrite some later), for every certify test's draws."""
+    for k in range(12):
+        case = redraw(test_id, f"seed:{k:x}" if k else "simplest")
+        ran = case.evaluated
+        assert ran is not None and ran.of(case.program, case.inputs)
+        top = frozenset(r for op in case.program.block.ops for r in op.results)
+        it = Interpreter(keep=top)
+        trace = it.run(case.program, case.inputs).trace
+        assert [(op, data) for op, data in ran.trace] == trace, k
+        assert ran.values.keys() >= top
+        assert [v for v in top if not _same(it.kept[v][0], ran.values[v])] == [], k
+
+
+def test_finite_differences_reuse_the_generators_run_only_for_its_program() -> None:
+    """The same estimate with the generator's run as without; a case whose inputs or program
+    changed makes its own."""
+    case = next(c for c in map(draw_case, range(100)) if c.no_grad and c.order == 1 and _setup(c).free)
+    s = _setup(case)
+    assert s.base.trace is case.evaluated.trace  # type: ignore[union-attr]
+    alone = _setup(replace(case, evaluated=None))
+    assert alone.base.trace == s.base.trace and alone.base.held.keys() == s.base.held.keys()
+    direction = [np.ones_like(x) for x in case.inputs]
+    with_it = directional(s.program, s.inputs, direction, s.cotangents, s.held, base=s.base)
+    without = directional(s.program, s.inputs, direction, s.cotangents, s.held)
+    assert (with_it.value, with_it.valid) == (without.value, without.valid)
+    moved = replace(case, inputs=[x + 0.5 for x in case.inputs])
+    assert _setup(moved).base.trace is not case.evaluated.trace  # type: ignore[union-attr]
 
 
 def test_every_feature_appears_in_at_least_5_percent_of_draws() -> None:

@@ -4,7 +4,6 @@ does not see again is reported as found."""
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from gradcert.conformance.api import BackendResult
-from gradcert.conformance.areas import AREAS, _draw
+from gradcert.conformance.areas import AREAS, _draw, tests
 from gradcert.conformance.backends import ReferenceBackend
 from gradcert.conformance.runner import InProcess
 from gradcert.conformance.search import Search, _handed, _to_bytes, draw
@@ -23,11 +22,7 @@ from gradcert.generators.choices import Seeded, Simplest
 
 
 def area_tests() -> list[Any]:
-    out = []
-    for area in AREAS:
-        module = importlib.import_module(f"gradcert.conformance.test_{area}")
-        out += [pytest.param(f, id=n) for n, f in vars(module).items() if hasattr(f, "_gradcert_features")]
-    return out
+    return [pytest.param(f, id=test_id.partition("::")[2]) for test_id, f in tests().items()]
 
 
 def first_replayed(strategy: Any, found: bytes) -> Case:

@@ -86,6 +86,17 @@ def _strategy(features: Features, order: int) -> Any:
     return second()
 
 
+def tests() -> dict[str, Callable[..., None]]:
+    """Every certification test by its id ("test_<area>.py::<test>"), in area order."""
+    import importlib
+
+    out = {}
+    for area in AREAS:
+        module = importlib.import_module(f"{__package__}.test_{area}")
+        out.update({f"test_{area}.py::{n}": f for n, f in vars(module).items() if hasattr(f, "_gradcert_area")})
+    return out
+
+
 def test_id(item: Any) -> str:
     """`test_<area>.py::<test>`: the same however pytest was pointed at the package."""
     return f"{item.module.__name__.rsplit('.', 1)[-1]}.py::{item.name}"

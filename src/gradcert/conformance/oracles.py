@@ -27,11 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..generators.case import Case
-from ..reference.finite_diff import directional, held_values, jacobian_vjp
+from ..reference.finite_diff import Base, directional, held_values, jacobian_vjp, unperturbed
 from ..reference.gradients import first_order
-from ..reference.interpreter import run
 from ..reference.ir import Program
-from ..reference.types import is_differentiable
+from ..reference.types import TensorType, Type, VectorType, is_differentiable
 from .api import BackendResult, Verdict
 
 REF_RTOL, REF_ATOL = 1e-9, 1e-10
@@ -164,30 +163,43 @@ def invariants(got: BackendResult) -> Verdict | None:
 class _FdSetup:
     program: Program
     inputs: list[np.ndarray]
-    cotangents: list[np.ndarray]
+    cotangents: list[np.ndarray | None]
     held: frozenset  # type: ignore[type-arg]
     free: list[int]  # positions in case.wrt that are perturbed
+    base: Base  # the unperturbed run
 
 
 def _setup(case: Case) -> _FdSetup:
+    """What finite differences need of `case`: the program (order 2: its first-order gradients),
+    inputs, cotangents, held values, and the unperturbed run: the generator's where it made one
+    (it computes every value of the program as it draws it: `Case.evaluated`)."""
     blocked = {v for v in case.program.inputs if v.stop_gradient} | set(case.no_grad)
     if case.order == 1:
         p, inputs = case.program, list(case.inputs)
-        base = run(p, inputs).outputs
-        cots = [np.zeros(np.shape(y)) for y in base]
+        cots: list[np.ndarray | None] = [None] * len(p.outputs)  # None: the output is not differentiated
         for k, i in enumerate(case.outputs):
-            if is_differentiable(p.outputs[i].type):
-                cots[i] = case.cotangents[k] if case.cotangents is not None else np.ones(np.shape(base[i]))
+            t = p.outputs[i].type
+            if is_differentiable(t):
+                cots[i] = case.cotangents[k] if case.cotangents is not None else np.ones(_shape(t))
         held = held_values(p, case.no_grad)
+        ran = case.evaluated
     else:
         p, extra = first_order(case.program, case.output_values, case.wrt_values, case.cotangents, case.no_grad)
         inputs = list(case.inputs) + extra
-        base = run(p, inputs).outputs
-        cots = list(case.cotangents2) if case.cotangents2 is not None else [np.ones(np.shape(y)) for y in base]
+        cots = list(case.cotangents2) if case.cotangents2 is not None else [np.ones(_shape(v.type)) for v in p.outputs]
         held = held_values(p)
         blocked = {v for v in case.program.inputs if v.stop_gradient}
+        ran = None
     free = [k for k, i in enumerate(case.wrt) if case.program.inputs[i] not in blocked]
-    return _FdSetup(p, inputs, cots, held, free)
+    return _FdSetup(p, inputs, cots, held, free, unperturbed(p, inputs, held, ran) if free else Base([], {}))
+
+
+def _shape(t: Type) -> tuple[int, ...]:
+    """The shape of a value of type `t` as the interpreter computes it (a vector: its tensors stacked)."""
+    if isinstance(t, VectorType):
+        return (len(t.elems), *(t.elems[0].shape if t.elems else ()))
+    assert isinstance(t, TensorType), t
+    return t.shape
 
 
 def finite_differences(case: Case, got: BackendResult, seed: int = 0) -> Verdict | None:
@@ -204,7 +216,7 @@ def finite_differences(case: Case, got: BackendResult, seed: int = 0) -> Verdict
         direction: list[np.ndarray | None] = [None] * len(s.inputs)
         for k in ks:
             direction[case.wrt[k]] = dirs[k]
-        d = directional(s.program, s.inputs, direction, s.cotangents, s.held)
+        d = directional(s.program, s.inputs, direction, s.cotangents, s.held, base=s.base)
         if not d.valid:
             return None, 0.0, 0.0
         gs = [(g, dirs[k]) for k in ks if (g := got.grads[k]) is not None]
@@ -238,7 +250,7 @@ def full_jacobian(case: Case, got: BackendResult) -> Verdict | None:
     s = _setup(case)
     names = _names(case)
     positions = [case.wrt[k] for k in s.free]
-    expect, valid = jacobian_vjp(s.program, s.inputs, positions, s.cotangents, s.held)
+    expect, valid = jacobian_vjp(s.program, s.inputs, positions, s.cotangents, s.held, base=s.base)
     if not valid:
         return Verdict("invalid", "full_jacobian", "a branch, trip count or kink flipped under perturbation")
     wrong, worst = [], 0.0

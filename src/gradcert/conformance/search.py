@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib
 import os
 import time
 import unittest
@@ -31,7 +30,7 @@ from ..generators.case import Case
 from ..generators.choices import Chooser, Seeded, Simplest
 from ..generators.features import Features
 from ..generators.second_order import second_order
-from .areas import Area
+from .areas import Area, tests
 from .session import CaseFailed, Session
 
 
@@ -121,12 +120,10 @@ def redraw(test_id: str, drawn: str, capabilities: frozenset[str] | None = None)
     """The case the seeded search drew for `test_id` ("test_<area>.py::<test>") as `drawn` (a
     record's "draw": "seed:HEX" or "simplest"), drawn again by this version of the generator, for a
     backend of `capabilities`."""
-    module, _, name = test_id.partition(".py::")
-    try:
-        test = getattr(importlib.import_module(f"gradcert.conformance.{module}"), name)
-        spec, features = test._gradcert_area, test._gradcert_features
-    except (ImportError, AttributeError):
-        raise ValueError(f"{test_id!r} is not a certification test") from None
+    test = tests().get(test_id)
+    if test is None:
+        raise ValueError(f"{test_id!r} is not a certification test")
+    spec, features = test._gradcert_area, test._gradcert_features  # type: ignore[attr-defined]
     if capabilities is not None:
         features = features.narrow(capabilities)
     if drawn == "simplest":

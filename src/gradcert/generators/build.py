@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..reference.builder import Builder, ProgramBuilder
-from ..reference.interpreter import Interpreter
+from ..reference.interpreter import Evaluation, Interpreter
 from ..reference.ir import Block, Operation, Value
 from ..reference.ops import OPS
 from ..reference.types import FLOAT_DTYPES, TensorType, is_differentiable
@@ -79,7 +79,8 @@ class Generator:
     def __init__(self, ch: Chooser, features: Features) -> None:
         self.ch, self.f = ch, features
         self.on = self._switches()
-        self.it = Interpreter(record=False)
+        self.it = Interpreter()  # records the top level's trace (`_evaluate`)
+        self.values: dict[Value, Any] = {}  # each top-level value as computed
         self.bound: dict[Value, float] = {}
         self.force_nested = False
         self.pb_inputs: list[Value] = []
@@ -109,9 +110,7 @@ class Generator:
             consumed = operands[d.inplace_of]
             s.pool.remove(consumed)
         if s.concrete:
-            self.it.step(op)
-            for r in op.results:
-                self.bound[r] = _magnitude(self.it.env[r])
+            self._evaluate(s, op)
         else:
             rule = BODY_BOUND.get(d.base or name)
             b = rule([self.bound.get(v, 1.0) for v in operands], op.attrs) if rule else 1.0
@@ -120,6 +119,24 @@ class Generator:
         s.pool.extend(r for r in op.results)
         s.local.update(op.results)
         return op.results
+
+    def _evaluate(self, s: _Scope, op: Operation) -> None:
+        """Compute `op`'s results. The top level's ops run once each, in program order: the program's
+        run at the case's inputs (`Case.evaluated`), recorded as the interpreter records a run
+        (its trace; each value as computed). A branch's ops are computed as they are drawn and
+        again when their `if` runs: only that second run is on record."""
+        top = s.depth == 0
+        self.it.recording = top
+        d = OPS[op.name]
+        if top and d.inplace_of is not None:  # the consumed value's buffer is about to be overwritten
+            v = op.operands[d.inplace_of]
+            self.values[v] = self.it.copy(self.values.get(v, self.it.env[v]))
+        self.it.step(op)
+        for r in op.results:
+            x = self.it.env[r]
+            self.bound[r] = _magnitude(x)
+            if top:
+                self.values[r] = x
 
     def one(self, s: _Scope, name: str, *operands: Value, **attrs: object) -> Value:
         (r,) = self.emit(s, name, operands, **attrs)
@@ -419,9 +436,7 @@ class Generator:
 
     def _after_region(self, s: _Scope, op: Operation, blocks: list[Block]) -> None:
         if s.concrete:
-            self.it.step(op)
-            for r in op.results:
-                self.bound[r] = _magnitude(self.it.env[r])
+            self._evaluate(s, op)
         else:
             for r in op.results:
                 self.bound[r] = (
@@ -473,7 +488,8 @@ class Generator:
         cots = None
         if "cotangents" in self.on:
             cots = [self.ch.uniform(-1.0, 1.0, v.type.shape) for v in outs]  # type: ignore[union-attr]
-        return Case(program, xs, list(range(len(outs))), wrt, cots, no_grad)
+        ran = Evaluation(program, xs, self.it.trace, self.values)
+        return Case(program, xs, list(range(len(outs))), wrt, cots, no_grad, evaluated=ran)
 
 
 def _magnitude(x: object) -> float:

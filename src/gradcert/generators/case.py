@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..reference.interpreter import Evaluation
 from ..reference.ir import Block, Program, Value
 from ..reference.loader import ProgramFileError, parse_source, read_source
 from ..reference.ops import OPS
@@ -39,6 +40,9 @@ class Case:
     # (of sum <cotangents, outputs> w.r.t. wrt, those that are not None, in order)
     order: int = 1
     cotangents2: list[np.ndarray] | None = None
+    # the program's run at the inputs, as the generator computed it (finite differences take their
+    # unperturbed run from it); not part of the case's text, identity or equality
+    evaluated: Evaluation | None = field(default=None, repr=False, compare=False)
     # The text, made once: a case is a value (derive another with `dataclasses.replace`; setting
     # a field drops the text, changing a list in place does not).
     _text: str | None = field(default=None, init=False, repr=False, compare=False)

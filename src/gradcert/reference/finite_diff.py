@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .interpreter import Interpreter
+from .interpreter import Evaluation, Interpreter
 from .ir import Program, Value
 
 # h relative to the input scale: with Richardson the truncation error is ~h^4 |f^(5)| and the
@@ -32,9 +32,13 @@ class Directional:
     runs: int
 
 
-def _f(outs: Sequence[Any], cots: Sequence[np.ndarray]) -> float:
+def _f(outs: Sequence[Any], cots: Sequence[np.ndarray | None]) -> float:
     return float(
-        sum(np.vdot(np.asarray(u, dtype=np.float64), np.asarray(y, dtype=np.float64)) for u, y in zip(cots, outs))
+        sum(
+            np.vdot(np.asarray(u, dtype=np.float64), np.asarray(y, dtype=np.float64))
+            for u, y in zip(cots, outs)
+            if u is not None  # (an output not differentiated)
+        )
     )
 
 
@@ -48,24 +52,44 @@ def held_values(program: Program, no_grad: Iterable[Value] = ()) -> frozenset[Va
     return frozenset(held)
 
 
+@dataclass
+class Base:
+    """What finite differences need of the unperturbed run: its trace, and every computation of
+    each held value (perturbed runs take these in their place)."""
+
+    trace: list[tuple[Any, Any]]
+    held: dict[Value, list[Any]]
+
+
+def unperturbed(
+    program: Program, inputs: Sequence[np.ndarray], held: frozenset[Value], ran: Evaluation | None = None
+) -> Base:
+    """The unperturbed run: taken from `ran` (a run of the same program at the same inputs that
+    kept every held value), else made."""
+    if ran is not None and ran.of(program, inputs) and held <= ran.values.keys():
+        return Base(ran.trace, {v: [ran.values[v]] for v in held})
+    r = Interpreter(keep=held)
+    return Base(r.run(program, inputs).trace, r.kept)
+
+
 def directional(
     program: Program,
     inputs: Sequence[np.ndarray],
     direction: Sequence[np.ndarray | None],
-    cotangents: Sequence[np.ndarray],
+    cotangents: Sequence[np.ndarray | None],
     held: frozenset[Value] = frozenset(),
     step: float = STEP,
+    base: Base | None = None,
 ) -> Directional:
-    """The directional derivative; `direction[i]` None leaves input i unperturbed."""
-    base_run = Interpreter(keep=held)
-    base = base_run.run(program, inputs)
-    frozen = {v: xs for v, xs in base_run.kept.items()}
+    """The directional derivative; `direction[i]` None leaves input i unperturbed. `base`: the
+    unperturbed run, where it was made already (`unperturbed`)."""
+    base = base or unperturbed(program, inputs, held)
     valid = True
 
     def f(t: float) -> float:
         nonlocal valid
         xs = [x if d is None else x + t * d for x, d in zip(inputs, direction)]
-        r = Interpreter(frozen=frozen).run(program, xs)
+        r = Interpreter(frozen=base.held).run(program, xs)
         valid = valid and _same_trace(r.trace, base.trace)
         return _f(r.outputs, cotangents)
 
@@ -84,12 +108,14 @@ def jacobian_vjp(
     program: Program,
     inputs: Sequence[np.ndarray],
     wrt: Sequence[int],
-    cotangents: Sequence[np.ndarray],
+    cotangents: Sequence[np.ndarray | None],
     held: frozenset[Value] = frozenset(),
     step: float = STEP,
+    base: Base | None = None,
 ) -> tuple[list[np.ndarray], bool]:
     """Exhaustive mode: every element of the vector-Jacobian product, one direction per input
     element. Returns the gradients of inputs `wrt` and whether every estimate was valid."""
+    base = base or unperturbed(program, inputs, held)  # (one for every direction)
     grads, valid = [], True
     for i in wrt:
         x = np.asarray(inputs[i], dtype=np.float64)
@@ -98,7 +124,7 @@ def jacobian_vjp(
             e = np.zeros(x.shape)
             e[idx] = 1.0
             d = directional(
-                program, inputs, [e if k == i else None for k in range(len(inputs))], cotangents, held, step
+                program, inputs, [e if k == i else None for k in range(len(inputs))], cotangents, held, step, base
             )
             g[idx] = d.value
             valid = valid and d.valid

@@ -9,6 +9,7 @@ exactly when their traces are equal.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +45,24 @@ def to_numpy(x: Any) -> np.ndarray:
 class Run:
     outputs: list[Any]
     trace: list[tuple[Operation, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Evaluation:
+    """A run of `program` at `inputs` that its maker kept (a generator computes every value as it
+    draws the program): its trace, and each top-level value as first computed (before an in-place
+    op overwrote it). What a finite-difference oracle would otherwise compute again."""
+
+    program: Program
+    inputs: list[Any]  # the very arrays it ran on
+    trace: list[tuple[Operation, Any]]
+    values: dict[Value, Any]
+
+    def of(self, program: Program, inputs: Sequence[Any]) -> bool:
+        """Whether this is a run of `program` at `inputs` (the same objects)."""
+        return (
+            self.program is program and len(inputs) == len(self.inputs) and all(map(operator.is_, inputs, self.inputs))
+        )
 
 
 def namespace(device: str = "cpu") -> Any:
