@@ -19,7 +19,9 @@ gradcert's time, two ways:
   shrinking (hypothesis), pytest and bookkeeping. (A pass is on record by its seeded draw, not its
   text: its case is drawn again here, `search.redraw`.)
 - in process: the same checks without pytest: the seeded search's draws of every certify test in turn
-  (`search.draw`) and `Session.check`, in this process, each case timed both ways, interleaved.
+  (`search.draw`) and `Session.check`, in this process, each case timed both ways, interleaved,
+  the floor before the check every other case (what runs first on a new case meets colder caches:
+  that order alone moved the ratio by a tenth).
   Breakdown: generation, backend, reference, oracles, bookkeeping.
 
 Ratios last (target: <= 1.5 on the reference and paddle backends).
@@ -33,6 +35,8 @@ import argparse
 import gc
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,13 +49,14 @@ from typing import Any
 
 import numpy as np
 
-from gradcert.conformance.areas import AREAS, tests
+from gradcert.conformance.areas import AREAS, Area, tests
 from gradcert.conformance.backends import ReferenceBackend, resolve
 from gradcert.conformance.oracles import _setup
 from gradcert.conformance.search import draw, recorded_text
 from gradcert.conformance.session import Session
 from gradcert.generators import Case, parse_case
 from gradcert.generators.choices import Seeded
+from gradcert.generators.features import Features
 from gradcert.reference.finite_diff import directional
 from scaling import run_certify
 
@@ -133,16 +138,80 @@ def floors_child(name: str, path: str, start: int) -> None:
         print(f"row {k} {floor(backend, *cases[k])!r}", flush=True)
 
 
-def in_process_child(name: str, start: int, n: int) -> None:
-    """Prints `row K {the session's timings, generation, total, floor}` for checks start..n-1, after
-    20 untimed warm-up checks (first calls of kernels). Check K is certify's: the seeded search's
-    draw K of the certify tests in turn (those the backend's capabilities allow), judged as there."""
+def certify_tests(name: str) -> list[tuple[str, Area, Features]]:
+    """The certify tests the backend's capabilities allow: id, area, features (narrowed)."""
     caps = resolve(name).capabilities
-    chosen = [
+    return [
         (test_id, t._gradcert_area, t._gradcert_features.narrow(caps))  # type: ignore[attr-defined]
         for test_id, t in tests().items()
         if t._gradcert_area.needs <= caps  # type: ignore[attr-defined]
     ]
+
+
+def count_child(name: str, what: str, n: int) -> None:
+    """The in-process way's work, untimed, for `instructions`: 20 warm-up checks with their floors,
+    then checks 0..n-1 one part at a time: `gen` (drawing the case), `check` (drawing it and
+    `Session.check`) or `floor` (drawing it and its floor)."""
+    chosen = certify_tests(name)
+    with tempfile.TemporaryDirectory() as d:
+        s = Session(name, Path(d) / "r.jsonl", Path(d) / "f", isolate=False)
+        gc.freeze()
+        backend = floor_backend(name)
+        for k in [*range(10**6, 10**6 + 20), *range(n)]:
+            test_id, area, features = chosen[k % len(chosen)]
+            case = draw(Seeded(k), features, area.order)
+            if what == "check" or k >= 10**6:
+                try:
+                    s.check(test_id, area, case, None, f"seed:{k:x}")
+                except AssertionError:
+                    pass
+            if what == "floor" or k >= 10**6:
+                floor(backend, case, area.check)
+        s.close()
+
+
+def instructions(name: str, n: int) -> float | None:
+    """The in-process way's ratio in instructions, counted by valgrind (callgrind) and not in
+    seconds: what the machine's load cannot move. Each part runs alone (`count_child`), less a run
+    of the warm-up alone. Repeatable to a few percent (set and dict orders follow addresses)."""
+    if shutil.which("valgrind") is None:
+        print("instructions: needs valgrind (apt-get install valgrind)")
+        return None
+    runs = {("gen", 0): None, ("gen", n): None, ("check", n): None, ("floor", n): None}
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    procs = {
+        key: subprocess.Popen(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__]
+            + ["--backends", name, "--child", "count", "--what", key[0], "--cases", str(key[1])],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for key in runs
+    }
+    count = {}
+    for key, proc in procs.items():
+        found = re.search(r"Collected : (\d+)", proc.communicate()[1])
+        if found is None:
+            print(f"instructions: the {key[0]} run failed")
+            return None
+        count[key] = int(found.group(1))
+    base = count["gen", 0]
+    gen, total, floor_and_gen = ((count[w, n] - base) / n for w in ("gen", "check", "floor"))
+    fl = floor_and_gen - gen
+    print(
+        f"{name}, certify's checks in process, in instructions: {n} checks, {total / 1e6:.2f} M/check "
+        f"(generation {gen / 1e6:.2f} M), floor {fl / 1e6:.2f} M"
+    )
+    return total / fl
+
+
+def in_process_child(name: str, start: int, n: int) -> None:
+    """Prints `row K {the session's timings, generation, total, floor}` for checks start..n-1, after
+    20 untimed warm-up checks (first calls of kernels). Check K is certify's: the seeded search's
+    draw K of the certify tests in turn (those the backend's capabilities allow), judged as there."""
+    chosen = certify_tests(name)
     with tempfile.TemporaryDirectory() as d:
         s = Session(name, Path(d) / "r.jsonl", Path(d) / "f", isolate=False)
         gc.freeze()  # as the plugin does once a worker's session is up
@@ -153,16 +222,20 @@ def in_process_child(name: str, start: int, n: int) -> None:
             t0 = time.perf_counter()
             case = draw(Seeded(k), features, area.order)
             t1 = time.perf_counter()
+            if k % 2:  # the floor first every other check: whichever runs first meets colder caches
+                f = floor(backend, case, area.check)
+            t2 = time.perf_counter()
             try:
                 s.check(test_id, area, case, None, f"seed:{k:x}")  # as the search checks its draws
             except AssertionError:
                 pass  # a failing case (a Paddle finding) is a check too
-            t2 = time.perf_counter()
-            f = floor(backend, case, area.check)
+            t3 = time.perf_counter()
+            if not k % 2:
+                f = floor(backend, case, area.check)
             record = next(reversed(s.done.values()))
             if k < 10**6 and len(s.judged) > judged:  # (a case drawn twice is judged once)
-                times = {**record["timings"], "generation": t1 - t0, "total": t2 - t0, "floor": f}
-                print(f"row {k} {json.dumps(times)}", flush=True)
+                times = {**record["timings"], "generation": t1 - t0, "total": t1 - t0 + t3 - t2, "floor": f}
+                print(f"row {k} {json.dumps({'area': area.name, **times})}", flush=True)
         s.close()
 
 
@@ -204,9 +277,16 @@ def certify_path(name: str, profile: str, areas: str) -> float:
 
 def in_process(name: str, n: int) -> float:
     rows = list(resumable(name, "in_process", n, "--cases", str(n)).values())
+    per_area: dict[str, list[float]] = {}  # area: [total, floor]
+    for r in rows:
+        sums = per_area.setdefault(r.pop("area"), [0.0, 0.0])
+        sums[0] += r["total"]
+        sums[1] += r["floor"]
     total, floors = sum(r.pop("total") for r in rows), sum(r.pop("floor") for r in rows)
     parts = breakdown(rows, total, "bookkeeping")
-    return show(f"{name}, certify's checks in process, without pytest", total, len(rows), floors, parts)
+    ratio = show(f"{name}, certify's checks in process, without pytest", total, len(rows), floors, parts)
+    print("  per area, total / floor: " + ", ".join(f"{a} {t / f:.2f}" for a, (t, f) in per_area.items()))
+    return ratio
 
 
 def show(title: str, total: float, n: int, floor: float, parts: dict[str, float]) -> float:
@@ -223,13 +303,23 @@ def main() -> None:
     ap.add_argument("--profile", default="certify", help="certify's profile (cases per test)")
     ap.add_argument("--areas", default="", help="certify's areas (default: all)")
     ap.add_argument("--cases", type=int, default=600, help="checks in process")
-    ap.add_argument("--child", choices=("floors", "in_process"), help=argparse.SUPPRESS)  # see `resumable`
+    ap.add_argument(
+        "--instructions",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also count the instructions of N in-process checks and their floors (valgrind; reference: ~1 min a 100)",
+    )
+    ap.add_argument("--child", choices=("floors", "in_process", "count"), help=argparse.SUPPRESS)  # see `resumable`
+    ap.add_argument("--what", choices=("gen", "check", "floor"), help=argparse.SUPPRESS)
     ap.add_argument("--cases-file", help=argparse.SUPPRESS)
     ap.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         if args.child == "floors":
             floors_child(args.backends, args.cases_file, args.start)
+        elif args.child == "count":
+            count_child(args.backends, args.what, args.cases)
         else:
             in_process_child(args.backends, args.start, args.cases)
         sys.stdout.flush()
@@ -238,6 +328,10 @@ def main() -> None:
     for name in args.backends.split(","):
         ratios[name, "certify"] = certify_path(name, args.profile, args.areas)
         ratios[name, "in process"] = in_process(name, args.cases)
+        if args.instructions:
+            counted = instructions(name, args.instructions)
+            if counted is not None:
+                ratios[name, "in process, in instructions"] = counted
     for (name, way), r in ratios.items():
         print(f"ratio total / floor per check, {name}, {way}: {r:.2f} (target <= 1.5)")
     sys.stdout.flush()

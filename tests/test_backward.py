@@ -51,7 +51,8 @@ def check_against_fd(p: Program, req: dict[str, str], seed: int = 0) -> None:
     base = [np.asarray(y) for y in __import__("gradcert").reference.run(p, xs).outputs]
     cots = [rng.normal(size=np.shape(base[p.outputs.index(y)])) if "cotangents" in req else None for y in outs]
 
-    got = compute(p, xs, outs, wrt, cots, no_grad)
+    got = compute(p, xs, outs, wrt, cots, no_grad, checked=True)
+    assert got.before is not None
     check(got.transformed, got.before)
 
     full_cots = [np.zeros(np.shape(b)) for b in base]

@@ -60,7 +60,9 @@ class ReferenceBackend:
             wrt = [program.inputs[i] for i in case.wrt]
             outputs, cots = program.outputs, case.cotangents2
         try:
-            c = compute(program, inputs, outputs, wrt, cots, case.no_grad if case.order == 1 else [])
+            c = compute(
+                program, inputs, outputs, wrt, cots, case.no_grad if case.order == 1 else [], checked=self.listing
+            )
         except BackwardError as e:
             raise Unsupported(str(e)) from None
         t1 = time.perf_counter()
@@ -69,6 +71,7 @@ class ReferenceBackend:
         timings = {"backward and run": t1 - t0}
         found = []
         if self.listing:
+            assert c.before is not None
             found = violations(c.transformed, c.before)
             timings["invariants"] = time.perf_counter() - t1
         return BackendResult(grads, self.version, timings, None, found, ys)

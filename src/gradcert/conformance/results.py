@@ -23,7 +23,7 @@ class ResultsFile:
         self._file: IO[str] | None = None  # opened at the first verdict, kept open (appends only)
 
     def append(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, sort_keys=True) + "\n"
+        line = json.dumps(record) + "\n"
         if self._file is None or self._file.closed:
             self._file = open(self.path, "a")
         f = self._file

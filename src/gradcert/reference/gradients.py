@@ -20,7 +20,7 @@ class Computed:
     grads: list[np.ndarray | None]
     transformed: Gradients
     outputs: list[np.ndarray]
-    before: Snapshot  # the copy before the transform, for invariants.check
+    before: Snapshot | None  # the copy before the transform, for invariants.check (when asked for)
 
 
 _DTYPES = {"float64": "f64", "float32": "f32", "int64": "i64", "bool": "bool"}
@@ -62,14 +62,16 @@ def compute(
     cotangents: Sequence[np.ndarray | None] | None = None,
     no_grad: Sequence[Value] = (),
     xp: Any = np,
+    checked: bool = False,
 ) -> Computed:
     """Gradients of sum <cotangents, outputs> w.r.t. `wrt` (values of `program`, left untouched).
 
-    Explicit cotangents are fed as extra inputs of the transformed copy, as Paddle feeds them."""
+    Explicit cotangents are fed as extra inputs of the transformed copy, as Paddle feeds them.
+    `checked`: keep a snapshot of the copy before the transform, to check its invariants after."""
     q, m = clone(program)
     cots, extra = _cotangent_inputs(q, len(outputs), cotangents)
     feeds = [*inputs, *extra]
-    before = snapshot(q)
+    before = snapshot(q) if checked else None
     g = grad(q, [m[y] for y in outputs], [m[w] for w in wrt], cots, [m[v] for v in no_grad])
     fetch = [v for v in g.grads if v is not None]
     r = Interpreter(xp).run(q, [xp.asarray(x) for x in feeds], fetch=[*fetch, *q.outputs])
