@@ -82,6 +82,7 @@ class Generator:
         self.it = Interpreter()  # records the top level's trace (`_evaluate`)
         self.values: dict[Value, Any] = {}  # each top-level value as computed
         self.bound: dict[Value, float] = {}
+        self.kinks: dict[tuple[object, ...], bool] = {}  # (kink, operands...): whether it keeps MARGIN
         self.force_nested = False
         self.pb_inputs: list[Value] = []
 
@@ -168,8 +169,13 @@ class Generator:
             return True
         if not s.concrete:
             return False
-        d = np.asarray(kink(np, *(self.it.env[v] for v in args)))
-        return min(map(abs, d.ravel().tolist()), default=MARGIN) >= MARGIN  # (a few elements: no NumPy reduction)
+        key = (kink, *args)  # ops share kinks (abs and relu; maximum and minimum): tested once
+        ok = self.kinks.get(key)
+        if ok is None:
+            d = np.asarray(kink(np, *(self.it.env[v] for v in args)))
+            # (a few elements: no NumPy reduction)
+            ok = self.kinks[key] = min(map(abs, d.ravel().tolist()), default=MARGIN) >= MARGIN
+        return ok
 
     # --- steps: one family each ---------------------------------------------------------------
     def steps(self, s: _Scope, least: int, most: int, sg: bool = False, forced: str | None = None) -> None:

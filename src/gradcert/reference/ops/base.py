@@ -58,6 +58,17 @@ class OpDef:
 OPS: dict[str, OpDef] = {}
 
 
+# The kinks ops share (one function each, so that a generator can tell two ops' kinks are one):
+def at_zero(xp: Any, x: Any) -> Any:
+    """Non-smooth where the operand is 0 (abs, relu, sign)."""
+    return x
+
+
+def at_tie(xp: Any, a: Any, b: Any) -> Any:
+    """Non-smooth where the two operands tie (maximum, minimum, comparisons)."""
+    return a - b
+
+
 def register(*defs: OpDef) -> None:
     for d in defs:
         if d.name in OPS:

@@ -16,6 +16,8 @@ from .base import (
     OpDef,
     TypeRuleError,
     Vjp,
+    at_tie,
+    at_zero,
     broadcast_shapes,
     float_tensor,
     inplace_variant,
@@ -134,20 +136,18 @@ unary(
     "relu",
     _relu,
     lambda ctx, op, cts, needed: [ctx.multiply(cts[0], ctx.sign(_y(ctx, op)))],
-    kink=lambda xp, x: x,
+    kink=at_zero,
     inplace=True,
 )
 unary(
     "abs",
     lambda xp, x: xp.abs(x),
     lambda ctx, op, cts, needed: [ctx.multiply(cts[0], ctx.sign(_x(ctx, op)))],
-    kink=lambda xp, x: x,
+    kink=at_zero,
     inplace=True,
 )
 # sign is piecewise constant: its derivative is zero away from 0, so no cotangent flows through it.
-register(
-    OpDef("sign", _same_float, lambda xp, x: xp.sign(x), None, differentiable=(), kink=lambda xp, x: x, family="unary")
-)
+register(OpDef("sign", _same_float, lambda xp, x: xp.sign(x), None, differentiable=(), kink=at_zero, family="unary"))
 unary(
     "sqrt",
     lambda xp, x: xp.sqrt(x),
@@ -254,14 +254,14 @@ binary(
     lambda xp, a, b: xp.maximum(a, b),
     _extremum_vjp("greater_than"),
     numeric=True,
-    kink=lambda xp, a, b: a - b,
+    kink=at_tie,
 )
 binary(
     "minimum",
     lambda xp, a, b: xp.minimum(a, b),
     _extremum_vjp("less_than"),
     numeric=True,
-    kink=lambda xp, a, b: a - b,
+    kink=at_tie,
 )
 binary(
     "pow",

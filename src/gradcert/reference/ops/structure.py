@@ -9,6 +9,7 @@ from ..types import DTYPES, TensorType, Type, xp_dtype
 from .base import (
     OpDef,
     TypeRuleError,
+    at_tie,
     broadcast_shapes,
     float_tensor,
     norm_axes,
@@ -359,8 +360,4 @@ for _name, _fn in {
     "greater_than": lambda xp, a, b: a > b,
     "greater_equal": lambda xp, a, b: a >= b,
 }.items():
-    register(
-        OpDef(
-            _name, _compare_infer, _fn, None, nargs=2, forward_only=True, kink=lambda xp, a, b: a - b, family="compare"
-        )
-    )
+    register(OpDef(_name, _compare_infer, _fn, None, nargs=2, forward_only=True, kink=at_tie, family="compare"))
