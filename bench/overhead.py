@@ -12,21 +12,25 @@ gradcert's time, two ways:
 - certify: `gradcert certify --workers 1` in a subprocess, as a user runs it: pytest runs the
   area tests, each drawing its cases with the seeded generator (a failure is handed to hypothesis
   to shrink: conformance/search.py), a backend other than the reference runs isolated in a worker
-  process. Time per check: from the first verdict written to the last,
-  over the verdicts in between. The floor of each verdict's case (parsed from its record) is
-  measured afterwards in this process. Breakdown, from the session's own timings per verdict:
-  backend (as the session runs it), oracles (expected gradients included), and the rest: drawing,
-  shrinking (hypothesis), pytest and bookkeeping. (A pass is on record by its seeded draw, not its
-  text: its case is drawn again here, `search.redraw`.)
+  process. Time per check: from the first verdict written to the last, over the verdicts in
+  between, the mean of two runs. The floor of each verdict's case (parsed from its record) is
+  measured between the two, in a process of its own. Breakdown, from the session's own timings per
+  verdict: backend (as the session runs it), oracles (expected gradients included), and the rest:
+  drawing, shrinking (hypothesis), pytest and bookkeeping. (A pass is on record by its seeded
+  draw, not its text: its case is drawn again here, `search.redraw`.)
 - in process: the same checks without pytest: the seeded search's draws of every certify test in turn
   (`search.draw`) and `Session.check`, in this process, each case timed both ways, interleaved,
   the floor before the check every other case (what runs first on a new case meets colder caches:
   that order alone moved the ratio by a tenth).
-  Breakdown: generation, backend, reference, oracles, bookkeeping.
+  Breakdown: generation, backend, reference, oracles, bookkeeping; and the ratio per area.
+- in instructions (`--instructions N`, the reference only, needs valgrind): the in-process way's
+  work counted by callgrind, each part in a run of its own: a figure the machine's load cannot move
+  (these machines' speed moved by half between runs of one command), repeatable to a few percent.
 
 Ratios last (target: <= 1.5 on the reference and paddle backends).
 
     python bench/overhead.py [--backends reference,paddle] [--profile certify] [--areas A,B] [--cases 600]
+                             [--instructions 100]
 """
 
 from __future__ import annotations
@@ -257,10 +261,13 @@ def breakdown(timings: list[dict[str, float]], total: float, rest: str) -> dict[
 
 
 def certify_path(name: str, profile: str, areas: str) -> float:
+    """Certify, the floors of its checks, certify again: per check, the mean of the two certify runs
+    (the same seeded cases) over the floors measured between them."""
+    spans = []
     with tempfile.TemporaryDirectory() as d:
-        wall, records = run_certify(name, profile, areas, 1, Path(d))
+        wall, records = run_certify(name, profile, areas, 1, Path(d) / "first")
         judged = sorted((r for r in records if r.get("case_id")), key=lambda r: r["time"])
-        span = judged[-1]["time"] - judged[0]["time"]
+        spans.append(judged[-1]["time"] - judged[0]["time"])
         n = len(judged) - 1  # the checks between the first verdict and the last
         # a case that crashed or hung the backend in certify is left out: its floor counts as the
         # others' mean
@@ -270,8 +277,13 @@ def certify_path(name: str, profile: str, areas: str) -> float:
         texts = [recorded_text(r, caps) for r in runnable]
         path.write_text(json.dumps([[text, r["area"]] for text, r in zip(texts, runnable)]))
         floors = list(resumable(name, "floors", len(runnable), "--cases-file", str(path)).values())
+        _, again = run_certify(name, profile, areas, 1, Path(d) / "again")
+        stamps = sorted(r["time"] for r in again if r.get("case_id"))
+        spans.append((stamps[-1] - stamps[0]) * n / (len(stamps) - 1))
+    span = sum(spans) / 2
     parts = breakdown([r["timings"] for r in judged[1:]], span, "shrinking, pytest, bookkeeping")
     title = f"{name}, certify --profile {profile} --workers 1 ({len(judged)} verdicts, {wall:.0f} s wall)"
+    print(f"{name}, certify: the two runs {1e3 * spans[0] / n:.2f} and {1e3 * spans[1] / n:.2f} ms/check")
     return show(title, span, n, n * sum(floors) / len(floors), parts)
 
 
@@ -308,7 +320,7 @@ def main() -> None:
         type=int,
         default=0,
         metavar="N",
-        help="also count the instructions of N in-process checks and their floors (valgrind; reference: ~1 min a 100)",
+        help="on the reference, also count the instructions of N in-process checks and floors (valgrind; ~1 min a 100)",
     )
     ap.add_argument("--child", choices=("floors", "in_process", "count"), help=argparse.SUPPRESS)  # see `resumable`
     ap.add_argument("--what", choices=("gen", "check", "floor"), help=argparse.SUPPRESS)
@@ -328,7 +340,7 @@ def main() -> None:
     for name in args.backends.split(","):
         ratios[name, "certify"] = certify_path(name, args.profile, args.areas)
         ratios[name, "in process"] = in_process(name, args.cases)
-        if args.instructions:
+        if args.instructions and name == "reference":  # (a framework under valgrind: many minutes)
             counted = instructions(name, args.instructions)
             if counted is not None:
                 ratios[name, "in process, in instructions"] = counted
