@@ -1,0 +1,68 @@
+"""Every benchmark under bench/ runs from this install and prints its ratios (at toy sizes: the
+figures themselves are the README's, measured at full size; nothing here is timed)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import ENV, ROOT
+
+NUMBER = r"-?\d+(\.\d+)?"
+
+BENCHES = {
+    "overhead.py": (
+        ["--backends", "reference,paddle", "--profile", "quick", "--areas", "elementwise", "--cases", "10"],
+        [
+            f"ratio total / floor per check, {b}, {way}: {NUMBER}"
+            for b in ("reference", "paddle")
+            for way in ("certify", "in process")
+        ],
+    ),
+    "scaling.py": (
+        ["--backends", "reference", "--profile", "quick", "--areas", "elementwise", "--repeat", "1"],
+        [
+            f"ratio throughput 2 workers / 1 worker, {kind} \\(reference, quick\\): {NUMBER}"
+            for kind in ("end to end", "steady")
+        ],
+    ),
+    "vs_gradcheck.py": (
+        ["--programs", "5", "--sizes", "10,1000"],
+        [
+            f"ratio gradcert / gradcheck fast mode, time per check over 5 programs: {NUMBER}",
+            f"ratio gradcheck full mode / gradcert at 1,000 elements: {NUMBER}",
+        ],
+    ),
+    "backward_scaling.py": (
+        ["--sizes", "100,200", "--repeat", "1"],
+        [
+            f"ratio time/op reference random 200 vs 100 ops: {NUMBER}",
+            f"ratio Paddle grad\\(\\) / reference grad\\(\\) at 200 ops, chain: {NUMBER}",
+        ],
+    ),
+    "generation.py": (["--draws", "40"], [f"ratio fast path / hypothesis draws per second: {NUMBER}"]),
+    "fuzz_reference.py": (["--cases", "40"], [r"false alarms: 0; invalid rate: \d+\.\d+%"]),
+}
+
+
+@pytest.mark.parametrize("script", list(BENCHES))
+def test_benchmark_runs_and_prints_its_ratios(script: str) -> None:
+    args, expected = BENCHES[script]
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), *args],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    missing = [pattern for pattern in expected if not re.search(pattern, r.stdout)]
+    assert missing == [], r.stdout[-3000:]
+
+
+def test_every_benchmark_is_exercised() -> None:
+    assert set(BENCHES) == {p.name for p in (ROOT / "bench").glob("*.py")}
