@@ -5,7 +5,7 @@ op listing, no bookkeeping) for each gradient the check asks for (one; three for
 of the cotangents area: its cotangents, others, their sum), plus the finite-difference oracle's
 forward runs on the reference interpreter: the unperturbed run (its trace and held values; the
 oracle takes it from the generator's evaluation of the program where a case has one) and the four
-perturbed runs.
+perturbed runs (second order: runs of the first-order program, which the oracle builds for them).
 
 gradcert's time, two ways:
 
