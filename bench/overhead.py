@@ -181,7 +181,7 @@ def instructions(name: str, n: int) -> float | None:
     if shutil.which("valgrind") is None:
         print("instructions: needs valgrind (apt-get install valgrind)")
         return None
-    runs = {("gen", 0): None, ("gen", n): None, ("check", n): None, ("floor", n): None}
+    runs = [("gen", 0), ("gen", n), ("check", n), ("floor", n)]  # (what, checks): run side by side
     env = dict(os.environ, PYTHONHASHSEED="0")
     procs = {
         key: subprocess.Popen(
