@@ -6,6 +6,7 @@ cases as `search.py` says), so that pytest-xdist can spread them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -86,8 +87,10 @@ def _strategy(features: Features, order: int) -> Any:
     return second()
 
 
+@functools.cache
 def tests() -> dict[str, Callable[..., None]]:
-    """Every certification test by its id ("test_<area>.py::<test>"), in area order."""
+    """Every certification test by its id ("test_<area>.py::<test>"), in area order (made once:
+    `search.redraw` asks for every pass a report or bench draws again)."""
     import importlib
 
     out = {}
