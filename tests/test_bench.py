@@ -4,6 +4,7 @@ figures themselves are the README's, measured at full size; nothing here is time
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 
@@ -66,3 +67,22 @@ def test_benchmark_runs_and_prints_its_ratios(script: str) -> None:
 
 def test_every_benchmark_is_exercised() -> None:
     assert set(BENCHES) == {p.name for p in (ROOT / "bench").glob("*.py")}
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="counting instructions needs valgrind")
+def test_overhead_counts_instructions_side_by_side() -> None:
+    """`bench/overhead.py --instructions N`: the in-process ratio counted by callgrind."""
+    code = "import overhead; print('counted', overhead.instructions('reference', 20))"
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT / "bench",
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    found = re.search(rf"counted ({NUMBER})", r.stdout)
+    # gradcert does more than the floor (each count moves by ~15 M instructions from run to run: 20
+    # checks, ~9 M each, keep the ratio well clear of 1)
+    assert found is not None and float(found.group(1)) > 1.0, r.stdout
