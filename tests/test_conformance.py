@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,7 @@ from gradcert.conformance.search import recorded_text, redraw
 from gradcert.generators import draw_case
 
 from .conftest import ENV, ROOT, run_cli
-from .mutants import NoLoops
+from .mutants import NoLoops, UnusedFullLike
 from .test_mutants import certify
 
 
@@ -102,6 +103,21 @@ def test_isolated_result_equals_in_process() -> None:
     assert isinstance(a, BackendResult)
     for x, y in zip(a.grads, b.grads):
         assert (x is None) == (y is None) and (x is None or np.array_equal(x, y))
+
+
+def test_reference_checks_the_invariants_once_for_a_run_of_one_request() -> None:
+    """A linearity check asks for three gradients of one program and request, other cotangents:
+    the backward program is the same, and so are its violations, checked once."""
+    case = next(c for c in (draw_case(s) for s in range(50)) if c.order == 1 and c.wrt)
+    case = replace(case, cotangents=[np.ones(v.type.shape) for v in case.output_values])
+    backend = UnusedFullLike()
+    first = backend.run(case)
+    again = backend.run(replace(case, cotangents=[2 * u for u in case.cotangents]))
+    assert first.violations and again.violations == first.violations  # the left-over full_like
+    assert "invariants" in first.timings and "invariants" not in again.timings
+    other = backend.run(replace(case, cotangents=None))  # another request: checked again
+    assert other.violations and "invariants" in other.timings
+    assert not ReferenceBackend().run(replace(case, cotangents=[3 * u for u in case.cotangents])).violations
 
 
 def test_killed_certify_resumes_without_redoing_finished_cases(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, find, given, settings
 
-from gradcert.conformance.areas import tests
+from gradcert.conformance.areas import tests as certify_tests
 from gradcert.conformance.oracles import _setup
 from gradcert.conformance.search import redraw
 from gradcert.generators import FULL, Case, CaseFileError, Features, cases, describe, draw_case, parse_case
@@ -56,7 +56,7 @@ def _same(a: object, b: object) -> bool:
     return isinstance(b, np.ndarray) and np.asarray(a).dtype == b.dtype and np.array_equal(a, b)
 
 
-@pytest.mark.parametrize("test_id", list(tests()))
+@pytest.mark.parametrize("test_id", list(certify_tests()))
 def test_the_generators_evaluation_is_the_programs_run(test_id: str) -> None:
     """What finite differences take in place of their unperturbed run (`Case.evaluated`): the
     interpreter's trace of a run of the finished program, and each top-level value as that run

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from gradcert.conformance.api import BackendResult
-from gradcert.conformance.areas import AREAS, _draw, tests
+from gradcert.conformance.areas import AREAS, _draw
+from gradcert.conformance.areas import tests as certify_tests
 from gradcert.conformance.backends import ReferenceBackend
 from gradcert.conformance.runner import InProcess
 from gradcert.conformance.search import Search, _handed, _to_bytes, draw
@@ -22,7 +23,7 @@ from gradcert.generators.choices import Seeded, Simplest
 
 
 def area_tests() -> list[Any]:
-    return [pytest.param(f, id=test_id.partition("::")[2]) for test_id, f in tests().items()]
+    return [pytest.param(f, id=test_id.partition("::")[2]) for test_id, f in certify_tests().items()]
 
 
 def first_replayed(strategy: Any, found: bytes) -> Case:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 DTYPES = ("f64", "f32", "i64", "bool")
@@ -14,16 +15,37 @@ def xp_dtype(xp: object, dtype: str) -> object:
     return getattr(xp, _XP_NAMES[dtype])
 
 
-@dataclass(frozen=True, slots=True)
 class TensorType:
-    shape: tuple[int, ...]
-    dtype: str = "f64"
+    """A tensor's shape and dtype. Interned: equal types are one object (`TensorType((3,)) is
+    TensorType((3,))`), so comparing and hashing them is by identity, in C. Types are compared and
+    hashed wherever ops are built, checked and looked up (the verifier's table of signatures found
+    good is keyed by them); as a frozen dataclass each comparison and hash ran Python code."""
 
-    def __post_init__(self) -> None:
-        if self.dtype not in DTYPES:
-            raise ValueError(f"unknown dtype {self.dtype!r}")
-        if any((not isinstance(d, int)) or d < 0 for d in self.shape):
-            raise ValueError(f"bad shape {self.shape!r}")
+    __slots__ = ("shape", "dtype")
+    shape: tuple[int, ...]
+    dtype: str
+    _interned: dict[tuple[object, str], TensorType] = {}
+
+    def __new__(cls, shape: Sequence[int], dtype: str = "f64") -> TensorType:
+        try:
+            return cls._interned[shape, dtype]  # type: ignore[index]
+        except (KeyError, TypeError):  # (TypeError: a list, unhashable)
+            pass
+        shape = tuple(shape)
+        if dtype not in DTYPES:
+            raise ValueError(f"unknown dtype {dtype!r}")
+        if any((not isinstance(d, int)) or d < 0 for d in shape):
+            raise ValueError(f"bad shape {shape!r}")
+        t = object.__new__(cls)
+        object.__setattr__(t, "shape", tuple(int(d) for d in shape))
+        object.__setattr__(t, "dtype", dtype)
+        return cls._interned.setdefault((t.shape, dtype), t)  # (a race: the first one made wins)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"TensorType is immutable: cannot set {name!r}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return TensorType, (self.shape, self.dtype)  # (pickled and copied through the interning)
 
     @property
     def rank(self) -> int:
@@ -38,6 +60,9 @@ class TensorType:
 
     def __str__(self) -> str:
         return f"{self.dtype}[{','.join(map(str, self.shape))}]"
+
+    def __repr__(self) -> str:
+        return f"TensorType(shape={self.shape!r}, dtype={self.dtype!r})"
 
 
 @dataclass(frozen=True, slots=True)
