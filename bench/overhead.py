@@ -163,7 +163,7 @@ def count_child(name: str, what: str, n: int) -> None:
         backend = floor_backend(name)
         for k in [*range(10**6, 10**6 + 20), *range(n)]:
             test_id, area, features = chosen[k % len(chosen)]
-            case = draw(Seeded(k), features, area.order)
+            case = draw(Seeded(k), features, area.order, area.name)
             if what == "check" or k >= 10**6:
                 try:
                     s.check(test_id, area, case, None, f"seed:{k:x}")
@@ -224,7 +224,7 @@ def in_process_child(name: str, start: int, n: int) -> None:
             test_id, area, features = chosen[k % len(chosen)]
             judged = len(s.judged)
             t0 = time.perf_counter()
-            case = draw(Seeded(k), features, area.order)
+            case = draw(Seeded(k), features, area.order, area.name)
             t1 = time.perf_counter()
             if k % 2:  # the floor first every other check: whichever runs first meets colder caches
                 f = floor(backend, case, area.check)

@@ -158,8 +158,31 @@ def test_invariants_catch_a_leftover_zero_fill_and_a_dead_op() -> None:
 
 def test_invariants_catch_a_changed_forward() -> None:
     p, (g, before) = _grad_all((ROOT / "examples" / "unary.gc").read_text())
+    assert violations(g, before) == []
     p.block.ops[0].attrs = {"x": 1}
     assert any("forward op" in f and "changed" in f for f in violations(g, before))
+
+
+def test_invariants_catch_a_removed_and_a_reordered_forward() -> None:
+    p, (g, before) = _grad_all((ROOT / "examples" / "unary.gc").read_text())
+    p.block.ops[1], p.block.ops[2] = p.block.ops[2], p.block.ops[1]  # sin and cos swapped
+    found = violations(g, before)
+    assert any("reordered" in f for f in found) and not any("removed" in f or "changed" in f for f in found)
+    p, (g, before) = _grad_all((ROOT / "examples" / "unary.gc").read_text())
+    relu = next(op for op in p.block.ops if op.name == "relu")
+    p.block.ops.remove(relu)
+    found = violations(g, before)
+    assert [f for f in found if "forward op" in f] == ["forward op line ?: 'relu' %<undefined> was removed"], found
+    assert not any("reordered" in f or "changed" in f for f in found)
+
+
+def test_invariants_catch_a_backward_op_off_every_path() -> None:
+    p, (g, before) = _grad_all((ROOT / "examples" / "unary.gc").read_text())
+    assert violations(g, before) == []
+    # judged as the gradients of the chain's `abs` alone: relu's backward ops lie off every path
+    g.outputs = [next(op for op in p.block.ops if op.name == "abs").results[0]]
+    found = violations(g, before)
+    assert any("which no input-to-output path crosses" in f and "'relu'" in f for f in found), found
 
 
 # --- the request contract -----------------------------------------------------------------------

@@ -60,4 +60,7 @@ class Verdict:
 
     def to_json(self) -> dict[str, Any]:
         # shallow (asdict deep-copies every gradient list, for a record that is only serialised)
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in _VERDICT_FIELDS}
+
+
+_VERDICT_FIELDS = [f.name for f in fields(Verdict)]

@@ -75,7 +75,7 @@ class Search:
             t = time.perf_counter()
             seed = (base << 24) + k
             chooser = Seeded(seed) if k else Simplest()  # first the smallest case, as hypothesis
-            case = draw(chooser, features, area.order)
+            case = draw(chooser, features, area.order, area.name)
             try:
                 session.check(test_id, area, case, time.perf_counter() - t, f"seed:{seed:x}" if k else "simplest")
             except CaseFailed as e:
@@ -109,11 +109,13 @@ class Search:
             pass  # the database held nothing for this test
 
 
-def draw(chooser: Chooser, features: Features, order: int) -> Case:
-    """One case of `features` (of `order`) from `chooser`: what the area's hypothesis strategy
-    (`areas._draw`) draws from the same choices."""
+def draw(chooser: Chooser, features: Features, order: int, area: str = "") -> Case:
+    """One case of `features` (of `order`) from `chooser`, for `area`: what the area's hypothesis
+    strategy (`areas._draw`) draws from the same choices."""
     case = Generator(chooser, features).case()
-    return second_order(case, chooser) if order == 2 else case
+    case = second_order(case, chooser) if order == 2 else case
+    case.area = area  # (a case made here: set, not copied)
+    return case
 
 
 def redraw(test_id: str, drawn: str, capabilities: frozenset[str] | None = None) -> Case:
@@ -132,7 +134,7 @@ def redraw(test_id: str, drawn: str, capabilities: frozenset[str] | None = None)
         chooser = Seeded(int(drawn[5:], 16))
     else:
         raise ValueError(f"{drawn!r} is not a seeded draw (seed:HEX or simplest)")
-    return replace(draw(chooser, features, spec.order), area=spec.name)
+    return draw(chooser, features, spec.order, spec.name)
 
 
 def recorded_text(record: dict[str, Any], capabilities: frozenset[str] | None = None) -> str:

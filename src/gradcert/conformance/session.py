@@ -79,7 +79,8 @@ class Session:
         or "simplest", `search.redraw` draws it again), which then names it, and stands in for its
         text in the record of a pass (printing a case cost a tenth of a check, and the text of
         every pass made most of a results file)."""
-        case = replace(case, area=area.name)
+        if case.area != area.name:
+            case = replace(case, area=area.name)
         if test_id in self.broken:
             return Verdict("pass", message="not run: this test's backend crashed or hung")
         start = self.started.setdefault(test_id, time.monotonic())

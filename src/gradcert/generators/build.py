@@ -21,6 +21,7 @@ shrinks them). Validity is built in, never filtered for:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -33,7 +34,7 @@ from ..reference.interpreter import Evaluation, Interpreter
 from ..reference.ir import Block, Operation, Value
 from ..reference.ops import OPS
 from ..reference.types import FLOAT_DTYPES, TensorType, is_differentiable
-from .case import Case
+from .case import Case, describe_program
 from .choices import Chooser
 from .features import Features
 
@@ -43,6 +44,8 @@ SHAPES: list[tuple[int, ...]] = [(3,), (), (2, 3), (2, 1), (3, 2), (1, 3)]
 SQUASH = ["tanh", "sin", "sigmoid"]
 UNARY = ["tanh", "sin", "cos", "exp", "sigmoid", "square", "neg", "scale", "log", "sqrt", "reciprocal", "abs", "relu"]
 BINARY = ["add", "multiply", "subtract", "divide", "maximum", "minimum", "pow"]
+_UNARY_KINKS = [(n, OPS[n].kink) for n in UNARY]
+_BINARY_KINKS = [(n, OPS[n].kink) for n in BINARY]
 # a bound on |result| from bounds on the operands, for ops allowed in loop bodies
 BODY_BOUND: dict[str, Callable[[list[float], dict[str, Any]], float]] = {
     "tanh": lambda a, attrs: 1.0,
@@ -73,6 +76,7 @@ class _Scope:
     depth: int
     counter: Value | None = None  # the trip counter, in a loop body
     consts: dict[tuple[float, str], Value] = field(default_factory=dict)
+    menu: list[str] | None = None  # the step families open here
 
 
 class Generator:
@@ -98,11 +102,10 @@ class Generator:
         return [v for v in s.pool if v.type.__class__ is TensorType and v.type.dtype in FLOAT_DTYPES]
 
     def pick(self, s: _Scope, among: Sequence[Value] | None = None) -> Value:
-        cands = list(among if among is not None else self.floats(s))
+        cands = among if among is not None else self.floats(s)
         if "fanout" not in self.on:
-            fresh = [v for v in cands if not v.uses]
-            cands = fresh or cands
-        return self.ch.choice(cands[::-1])  # newest first: shrinks towards the latest value
+            cands = [v for v in cands if not v.uses] or cands
+        return cands[-1 - self.ch.integer(0, len(cands) - 1)]  # a choice, newest first: shrinks to the latest
 
     def emit(self, s: _Scope, name: str, operands: Sequence[Value], **attrs: object) -> list[Value]:
         op = s.b.op(name, operands, attrs)
@@ -117,7 +120,7 @@ class Generator:
             b = rule([self.bound.get(v, 1.0) for v in operands], op.attrs) if rule else 1.0
             for r in op.results:
                 self.bound[r] = b
-        s.pool.extend(r for r in op.results)
+        s.pool += op.results
         s.local.update(op.results)
         return op.results
 
@@ -157,16 +160,14 @@ class Generator:
         """`v` moved into the middle of `domain`, unless its computed values already lie there."""
         lo, hi = domain
         if s.concrete:
-            x = self.it.env[v]
-            if np.all(x > lo + MARGIN) and np.all(x < hi - MARGIN):
+            x = self.it.env[v].ravel().tolist()  # (a few elements: no NumPy reduction)
+            if min(x, default=hi) > lo + MARGIN and max(x, default=lo) < hi - MARGIN:
                 return v
         w = hi - lo
         return self.one(s, "scale", self.one(s, "sigmoid", v), scale=0.6 * w, bias=lo + 0.2 * w)
 
-    def kink_ok(self, s: _Scope, name: str, args: Sequence[Value]) -> bool:
-        kink = OPS[name].kink
-        if kink is None:
-            return True
+    def off_kink(self, s: _Scope, kink: Callable[..., Any], args: Sequence[Value]) -> bool:
+        """Whether every element keeps MARGIN from the kink (an op's `kink` function)."""
         if not s.concrete:
             return False
         key = (kink, *args)  # ops share kinks (abs and relu; maximum and minimum): tested once
@@ -200,8 +201,6 @@ class Generator:
 
     def ensure_required(self, top: _Scope) -> None:
         """A feature an area requires is in every case: add the step that makes it, if missing."""
-        from .case import describe_program
-
         present: tuple[int, set[str]] = (-1, set())  # what the top block holds, at its length
         for name in sorted(self.f.required):
             if not self.floats(top):
@@ -226,11 +225,15 @@ class Generator:
                 getattr(self, "step_" + name)(top)
 
     def step(self, s: _Scope) -> None:
-        menu = [
-            k
-            for k in ("unary", "binary", "reduction", "shape", "matmul", "vector", "misc", "if", "while")
-            if k in self.on and (k not in ("if", "while") or s.depth < self.f.max_depth) and (k != "misc" or s.concrete)
-        ]
+        if s.menu is None:
+            s.menu = [
+                k
+                for k in ("unary", "binary", "reduction", "shape", "matmul", "vector", "misc", "if", "while")
+                if k in self.on
+                and (k not in ("if", "while") or s.depth < self.f.max_depth)
+                and (k != "misc" or s.concrete)
+            ]
+        menu = s.menu
         if not menu or not self.floats(s):
             return
         kind = self.ch.choice(menu)
@@ -239,12 +242,13 @@ class Generator:
 
     def step_unary(self, s: _Scope) -> None:
         v = self.pick(s)
+        bound = self.bound[v]
         menu = [
             n
-            for n in UNARY
-            if self.kink_ok(s, n, [v])
-            and (n != "exp" or self.bound[v] <= 2.5)
-            and (n != "square" or self.bound[v] <= 2.4)
+            for n, kink in _UNARY_KINKS
+            if (kink is None or self.off_kink(s, kink, [v]))
+            and (n != "exp" or bound <= 2.5)
+            and (n != "square" or bound <= 2.4)
         ]
         name = self.ch.choice(menu)
         dom = OPS[name].domain[0] if OPS[name].domain else None
@@ -267,7 +271,7 @@ class Generator:
     def step_binary(self, s: _Scope) -> None:
         a = self.pick(s)
         b = self.partner(s, a)
-        menu = [n for n in BINARY if self.kink_ok(s, n, [a, b])]
+        menu = [n for n, kink in _BINARY_KINKS if kink is None or self.off_kink(s, kink, [a, b])]
         name = self.ch.choice(menu)
         dom = OPS[name].domain
         if dom and dom[0] is not None:
@@ -506,6 +510,7 @@ def _magnitude(x: object) -> float:
     return float(max(map(abs, a.ravel().tolist()), default=0.0)) if a.dtype.kind == "f" else 0.0
 
 
+@functools.cache  # (a handful of shapes)
 def _broadcasts(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
     return all(x == y or 1 in (x, y) for x, y in zip(a[::-1], b[::-1]))
 

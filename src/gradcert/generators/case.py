@@ -168,12 +168,16 @@ def load_case(path: str | Path) -> Case:
     return parse_case(read_source(path, CaseFileError), str(path))
 
 
+FAMILIES = frozenset({"unary", "binary", "reduction", "matmul", "shape", "vector", "misc"})
+
+
 def describe_program(block: Block, inputs: Sequence[Value], outputs: Sequence[Value] = ()) -> set[str]:
     """The op families and program constructs in a (possibly unfinished) program."""
     out: set[str] = set()
+    values = list(inputs)
     for op in block.walk():
         d = OPS[op.name]
-        if d.family in ("unary", "binary", "reduction", "matmul", "shape", "vector", "misc"):
+        if d.family in FAMILIES:
             out.add(d.family)
         if op.name in ("if", "while"):
             out.add(op.name)
@@ -181,15 +185,17 @@ def describe_program(block: Block, inputs: Sequence[Value], outputs: Sequence[Va
                 out.add("nested")
         if d.inplace_of is not None:
             out.add("inplace")
-        if any(r.stop_gradient for r in op.results):
-            out.add("stop_gradient")
-    values = list(inputs) + [r for op in block.walk() for r in op.results]
-    if any(
-        sum(1 for u in v.uses if u.name != "yield") + (v in outputs) >= 2 for v in values if is_differentiable(v.type)
-    ):
-        out.add("fanout")
-    if any(v.stop_gradient for v in inputs):
+        values += op.results
+    if any(v.stop_gradient for v in values):
         out.add("stop_gradient")
+    outs = set(outputs)
+
+    def uses(v: Value) -> int:  # (a value yielded by a block is not used twice by that)
+        return sum(1 for u in v.uses if u.name != "yield") + (v in outs)
+
+    # (the length first: most values have one use)
+    if any(len(v.uses) + (v in outs) >= 2 and is_differentiable(v.type) and uses(v) >= 2 for v in values):
+        out.add("fanout")
     return out
 
 

@@ -33,14 +33,8 @@ class Snapshot:
 
 
 def _sig(op: Operation) -> tuple[object, ...]:
-    return (
-        op.name,
-        tuple(op.operands),
-        tuple(op.results),
-        tuple(sorted(op.attrs.items())),
-        op.parent,
-        tuple(op.blocks),
-    )
+    # (lists and a dict: compared element by element in C, values and blocks by identity)
+    return op.name, op.operands[:], op.results[:], dict(op.attrs), op.parent, op.blocks[:]
 
 
 def snapshot(program: Program) -> Snapshot:
@@ -63,31 +57,33 @@ def violations(g: Gradients, before: Snapshot) -> list[str]:
         first = f" {Namer(program)(op.results[0])}" if op.results else ""
         return f"line {lines.get(op, '?')}: '{op.name}'{first}"
 
-    now = set(program.walk())
     out: list[str] = []
+    removed: set[Operation] = set()
+    # every forward op still in its block, in order: the common case, seen block by block
+    if any([op for op in blk.ops if op in before.ops] != order for blk, order in before.order.items()):
+        now = set(program.walk())
+        removed = set(before.ops) - now
+        out += [f"forward op {where(op)} was removed" for op in before.ops if op in removed]
+        for blk, order in before.order.items():
+            kept = [op for op in blk.ops if op in before.ops]
+            if kept != [op for op in order if op in now]:
+                out.append(f"forward ops of block ^{blk.label} were reordered")
     unchanged: set[Operation] = set()
     for op, sig in before.ops.items():
-        if op not in now:
-            out.append(f"forward op {where(op)} was removed")
-        elif _sig(op) != sig:
-            out.append(f"forward op {where(op)} was changed")
-        else:
+        if _sig(op) == sig:
             unchanged.add(op)
+        elif op not in removed:
+            out.append(f"forward op {where(op)} was changed")
     # the forward ops' type rules held before the transform (the builder infers every result type,
     # the parser verifies): the unchanged ones need no second run; scopes and the in-place rule
     # are checked for every op, as the backward's ops may break them for forward ones
     out[:0] = [f"verifier: {e.line}:{e.col}: {e.message}" for e in verify_all(program, trusted=unchanged)]
-    for blk, order in before.order.items():
-        kept = [op for op in blk.ops if op in before.ops]
-        if kept != [op for op in order if op in now]:
-            out.append(f"forward ops of block ^{blk.label} were reordered")
 
     used_by_caller = {v for v in g.grads if v is not None} | set(program.outputs)
-    alive = effectful(program)
-    for op in (o for o in program.walk() if o in g.added):  # in program order
-        if not op.results or op in alive:
-            continue  # a yield, or an op whose (nested) side effects keep it alive
-        if all(not r.uses and r not in used_by_caller for r in op.results):
+    unused = {op for op in g.added if op.results and all(not r.uses and r not in used_by_caller for r in op.results)}
+    if unused:  # (none, in the common case: the ops with side effects and the program order are not needed)
+        alive = effectful(program)
+        for op in (o for o in program.walk() if o in unused and o not in alive):  # in program order
             kind = "zero-fill" if op.name in ZERO_FILL else "dead backward op"
             out.append(f"{kind} {where(op)} has no use")
 
