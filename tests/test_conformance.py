@@ -120,6 +120,20 @@ def test_reference_checks_the_invariants_once_for_a_run_of_one_request() -> None
     assert not ReferenceBackend().run(replace(case, cotangents=[3 * u for u in case.cotangents])).violations
 
 
+def test_a_linearity_pass_keeps_the_error_measured(tmp_path: Path) -> None:
+    """The cotangents area checks linearity after finite differences: its pass is on record with
+    the finite differences' error, as every other area's (the report plots them)."""
+    from gradcert.conformance.session import Session
+
+    area = AREAS["cotangents"]
+    session = Session("reference", None, tmp_path, isolate=False)
+    found = [session.judge(area, c) for c in (draw_case(s) for s in range(40)) if c.cotangents and c.order == 1]
+    assert found and all(v.status == "pass" for v in found), found
+    # (a case whose every input is held has no finite differences to measure)
+    measured = [v for v in found if v.oracle == "finite_differences"]
+    assert len(measured) > len(found) / 2 and any(v.max_abs > 0 for v in measured), found
+
+
 def test_killed_certify_resumes_without_redoing_finished_cases(tmp_path: Path) -> None:
     cmd = [
         sys.executable,

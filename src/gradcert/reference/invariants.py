@@ -80,7 +80,13 @@ def violations(g: Gradients, before: Snapshot) -> list[str]:
     out[:0] = [f"verifier: {e.line}:{e.col}: {e.message}" for e in verify_all(program, trusted=unchanged)]
 
     used_by_caller = {v for v in g.grads if v is not None} | set(program.outputs)
-    unused = {op for op in g.added if op.results and all(not r.uses and r not in used_by_caller for r in op.results)}
+    unused = {
+        op
+        for op in g.added
+        if op.results
+        and not op.results[0].uses  # (the common case, and the quick test)
+        and all(not r.uses and r not in used_by_caller for r in op.results)
+    }
     if unused:  # (none, in the common case: the ops with side effects and the program order are not needed)
         alive = effectful(program)
         for op in (o for o in program.walk() if o in unused and o not in alive):  # in program order

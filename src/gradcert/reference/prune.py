@@ -80,6 +80,10 @@ def coreachable(block: Block, outputs: Iterable[Value], only: Container[Operatio
     for op in reversed(block.ops):
         if only is not None and op not in only:
             continue
+        if not op.blocks:  # (most ops)
+            if OPS[op.name].writes or any(r in need for r in op.results):
+                need.update(op.operands)
+            continue
         nested = [o for o in op.walk() if only is None or o in only]
         if any(r in need for r in op.results) or any(OPS[o.name].writes for o in nested):
             need.update(op.operands)

@@ -11,7 +11,7 @@ from collections.abc import Collection
 
 from .builder import check_arity, normalize_attrs
 from .ir import Block, Operation, Program, Value
-from .ops import DECLARED, OPS, TypeRuleError, lookup
+from .ops import DECLARED, INPLACE, OPS, TypeRuleError, lookup
 from .text import Namer, print_program
 from .types import StackType
 
@@ -126,7 +126,8 @@ class _Verifier:
                     )
             if op not in self.trusted and not _known_good(op):
                 self.signature(op)
-            self.inplace(op, blk, i)
+            if op.name in INPLACE:
+                self.inplace(op, blk, i)
             for sub in op.blocks:
                 self.block(sub, scope)
                 if sub.terminator is None:
@@ -175,8 +176,9 @@ class _Verifier:
         _remember_good(op)
 
     def inplace(self, op: Operation, blk: Block, index: int) -> None:
-        d = OPS.get(op.name)
-        if d is None or d.inplace_of is None or d.inplace_of >= len(op.operands):
+        d = OPS[op.name]
+        assert d.inplace_of is not None
+        if d.inplace_of >= len(op.operands):
             return
         v = op.operands[d.inplace_of]
         if v.block is not blk:

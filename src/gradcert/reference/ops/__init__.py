@@ -1,7 +1,7 @@
 """The op set: one declarative definition per op (see `base.OpDef`), grouped by family."""
 
 from . import control, elementwise, stack, structure, vector  # noqa: F401  (registers the ops)
-from .base import OPS, OpDef, TypeRuleError, lookup
+from .base import INPLACE, OPS, OpDef, TypeRuleError, lookup
 from .stack import DECLARED
 
-__all__ = ["DECLARED", "OPS", "OpDef", "TypeRuleError", "lookup"]
+__all__ = ["DECLARED", "INPLACE", "OPS", "OpDef", "TypeRuleError", "lookup"]

@@ -56,6 +56,7 @@ class OpDef:
 
 
 OPS: dict[str, OpDef] = {}
+INPLACE: set[str] = set()  # the ops that overwrite an operand (`inplace_of`): a quick test for the verifier
 
 
 # The kinks ops share (one function each, so that a generator can tell two ops' kinks are one):
@@ -74,6 +75,8 @@ def register(*defs: OpDef) -> None:
         if d.name in OPS:
             raise ValueError(f"op {d.name!r} defined twice")
         OPS[d.name] = d
+        if d.inplace_of is not None:
+            INPLACE.add(d.name)
 
 
 def lookup(name: str) -> OpDef:
