@@ -105,14 +105,18 @@ class _Verifier:
                 self.error(UseBeforeDefError, None, f"output {self.v(out)} is not defined at the top level", out)
         return self.errors
 
-    def block(self, blk: Block, visible: set[Value], top: bool = False) -> set[Value]:
-        """Check `blk`'s ops; returns the values visible at its end."""
-        scope = set(visible) | set(blk.args)
+    def block(self, blk: Block, scope: set[Value], top: bool = False) -> set[Value]:
+        """Check `blk`'s ops, `scope` the values visible where it begins; returns the values visible
+        at its end. One set serves every block: a nested block's values are added to it while the
+        block is checked and taken out after (copying it for each block made a program of nested
+        loops quadratic)."""
+        made = [a for a in blk.args if a not in scope]  # (a value defined twice is corrupt IR: kept)
+        scope.update(made)
+        last = len(blk.ops) - 1
         for i, op in enumerate(blk.ops):
             if op.parent is not blk:
                 self.error(SignatureError, op, "op's parent block is wrong (corrupt IR)")
-            is_last = i == len(blk.ops) - 1
-            if op.name == "yield" and (top or not is_last):
+            if op.name == "yield" and (top or i != last):
                 self.error(TerminatorError, op, "yield may only end a nested block")
             for v in op.operands:
                 if v not in scope:
@@ -132,7 +136,15 @@ class _Verifier:
                 self.block(sub, scope)
                 if sub.terminator is None:
                     self.error(TerminatorError, op, f"block ^{sub.label} does not end with yield")
-            scope.update(op.results)
+            if top:
+                scope.update(op.results)
+                continue
+            for r in op.results:
+                if r not in scope:
+                    scope.add(r)
+                    made.append(r)
+        if not top:
+            scope.difference_update(made)
         return scope
 
     def signature(self, op: Operation) -> None:
