@@ -77,6 +77,23 @@ class _Scope:
     counter: Value | None = None  # the trip counter, in a loop body
     consts: dict[tuple[float, str], Value] = field(default_factory=dict)
     menu: list[str] | None = None  # the step families open here
+    floats: list[Value] = field(init=False)  # the pool's float tensors, in its order
+
+    def __post_init__(self) -> None:
+        self.floats = [v for v in self.pool if _floating(v)]
+
+    def add(self, values: Sequence[Value]) -> None:
+        self.pool += values
+        self.floats += [v for v in values if _floating(v)]
+
+    def drop(self, v: Value) -> None:
+        self.pool.remove(v)
+        if _floating(v):
+            self.floats.remove(v)
+
+
+def _floating(v: Value) -> bool:
+    return v.type.__class__ is TensorType and v.type.dtype in FLOAT_DTYPES  # type: ignore[union-attr]
 
 
 class Generator:
@@ -99,7 +116,7 @@ class Generator:
 
     # --- values --------------------------------------------------------------------------------
     def floats(self, s: _Scope) -> list[Value]:
-        return [v for v in s.pool if v.type.__class__ is TensorType and v.type.dtype in FLOAT_DTYPES]
+        return s.floats  # (not to be changed by the caller)
 
     def pick(self, s: _Scope, among: Sequence[Value] | None = None) -> Value:
         cands = among if among is not None else self.floats(s)
@@ -112,7 +129,7 @@ class Generator:
         d = OPS[name]
         if d.inplace_of is not None:
             consumed = operands[d.inplace_of]
-            s.pool.remove(consumed)
+            s.drop(consumed)
         if s.concrete:
             self._evaluate(s, op)
         else:
@@ -120,7 +137,7 @@ class Generator:
             b = rule([self.bound.get(v, 1.0) for v in operands], op.attrs) if rule else 1.0
             for r in op.results:
                 self.bound[r] = b
-        s.pool += op.results
+        s.add(op.results)
         s.local.update(op.results)
         return op.results
 
@@ -145,7 +162,7 @@ class Generator:
     def one(self, s: _Scope, name: str, *operands: Value, **attrs: object) -> Value:
         (r,) = self.emit(s, name, operands, **attrs)
         if is_differentiable(r.type) and self.bound[r] > BOUND:
-            s.pool.remove(r)
+            s.drop(r)
             (r,) = self.emit(s, "tanh", [r])
         return r
 
@@ -153,7 +170,7 @@ class Generator:
         key = (value, dtype)
         if key not in s.consts:
             s.consts[key] = self.emit(s, "full", [], shape=[], value=float(value), dtype=dtype)[0]
-            s.pool.remove(s.consts[key])  # a constant is not a value to differentiate
+            s.drop(s.consts[key])  # a constant is not a value to differentiate
         return s.consts[key]
 
     def adapt(self, s: _Scope, v: Value, domain: tuple[float, float]) -> Value:
@@ -364,12 +381,12 @@ class Generator:
             if name != "split":
                 self.one(s, name, vec, **({"axis": 0} if name in ("concat", "stack") else {}))
                 return
-        s.pool.remove(vec)
+        s.drop(vec)
         pieces = self.emit(s, "split", [vec])
         keep = [p for p in pieces if self.ch.flag(0.6)] or pieces[:1]
         for p in pieces:
             if p not in keep:
-                s.pool.remove(p)  # a partially used split
+                s.drop(p)  # a partially used split
 
     def step_misc(self, s: _Scope) -> None:
         v = self.pick(s)
@@ -379,7 +396,7 @@ class Generator:
             return
         c = _gap(self.it.env[v])
         cond = self.emit(s, "greater_than", [v, self.const(s, c, "f64")])[0]
-        s.pool.remove(cond)
+        s.drop(cond)
         other = self.partner(s, v)
         self.one(s, "where", cond, v, other)
 
@@ -394,7 +411,7 @@ class Generator:
         return self._detached(s, self.emit(s, "greater_than", [red, self.const(s, round(c, 3), "f64")])[0])
 
     def _detached(self, s: _Scope, v: Value) -> Value:
-        s.pool.remove(v)
+        s.drop(v)
         return v
 
     def branch(self, s: _Scope, label: str, shapes: list[Value]) -> Block:
@@ -442,7 +459,7 @@ class Generator:
         Builder(body).op("yield", yields)
         op = s.b.op("while", [i0, *carried], blocks=[cond, body])
         self._after_region(s, op, [cond, body])
-        s.pool.remove(op.results[0])
+        s.drop(op.results[0])
 
     def _after_region(self, s: _Scope, op: Operation, blocks: list[Block]) -> None:
         if s.concrete:
@@ -457,7 +474,7 @@ class Generator:
                         for b in blocks
                     )
                 )
-        s.pool.extend(op.results)
+        s.add(op.results)
         s.local.update(op.results)
 
     # --- the whole case ------------------------------------------------------------------------
@@ -474,7 +491,7 @@ class Generator:
             xs.append(x)
             self.it.env[v] = x.copy()
             self.bound[v] = _magnitude(x)
-            top.pool.append(v)
+            top.add([v])
             top.local.add(v)
             self.pb_inputs.append(v)
         self.steps(top, 1, self.f.max_ops, sg=True)

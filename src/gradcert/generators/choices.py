@@ -58,6 +58,17 @@ class Seeded(_Integers):
         self.choices.append(k)
         return k
 
+    # (the same choices as `_Integers` makes them, without its call of `integer`: tens of them a case)
+    def choice(self, options: Sequence[T]) -> T:
+        k = int(self.random() * len(options))
+        self.choices.append(k)
+        return options[k]
+
+    def flag(self, p: float) -> bool:
+        k = int(self.random() * 100)
+        self.choices.append(k)
+        return k >= 100 - round(100 * p)
+
     def uniform(self, lo: float, hi: float, shape: tuple[int, ...]) -> np.ndarray:
         a = round(lo * 64)
         n = round(hi * 64) - a + 1
@@ -80,6 +91,9 @@ class Simplest(Seeded):
 
     def __init__(self) -> None:
         super().__init__(0)
+
+    choice = _Integers.choice
+    flag = _Integers.flag
 
     def integer(self, lo: int, hi: int) -> int:
         k = min(max(0, lo), hi)
