@@ -194,3 +194,23 @@ def test_yield_at_top_level() -> None:
 def test_examples_verify(example) -> None:  # type: ignore[no-untyped-def]
     src = example.read_text()
     assert verify_all(parse_program(src), src) == []
+
+
+def test_signatures_found_good_do_not_hide_a_bad_one() -> None:
+    """Each signature found good is checked once a process (`_GOOD`, keyed by name, attributes,
+    operand and result types): an op that differs in any of them, or in its operand count, is
+    checked again."""
+    pb = ProgramBuilder()
+    x, y = pb.input("x", f64(3)), pb.input("y", f64(3))
+    good = [pb.add(x, y), pb.tanh(x), pb.scale(x, scale=2.0, bias=0.0), pb.add_n(pb.combine(x, y))]
+    assert verify_all(pb.build(*good)) == []
+    for bad, words in [
+        (Operation("add", [x, y], [Value(f64(4))]), "result type"),
+        (Operation("tanh", [x], [Value(f64(1))]), "result type"),
+        (Operation("scale", [x], [Value(f64(3))], {"scale": 2, "bias": 0.0}), "normal form"),  # int 2
+        (Operation("tanh", [x, y], [Value(f64(3))]), "takes 1 operand"),
+    ]:
+        pb.program.block.append(bad)
+        errors = verify_all(pb.build(bad.results[0]))
+        assert len(errors) == 1 and errors[0].op is bad and words in errors[0].message, (bad, errors)
+        pb.program.block.ops.remove(bad)
