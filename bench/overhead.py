@@ -68,8 +68,9 @@ from scaling import run_certify
 def fd_runs(case: Case) -> None:
     """The finite-difference oracle's forward runs alone: the unperturbed run (its trace, the held
     values: made here, where the oracle takes the generator's evaluation of a drawn case) and the
-    perturbed ones."""
-    s = _setup(replace(case, evaluated=None))
+    perturbed ones (order 2: of the first-order program, made here too, where the oracle takes the
+    generator's)."""
+    s = _setup(replace(case, evaluated=None, first_order=None))
     if not s.free:
         return
     rng = np.random.default_rng(0)

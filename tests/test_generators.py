@@ -22,6 +22,7 @@ from gradcert.reference.finite_diff import directional
 from gradcert.reference.gradients import compute
 from gradcert.reference.interpreter import Interpreter
 from gradcert.reference.ops import OPS
+from gradcert.reference.text import print_program
 from gradcert.reference.verifier import verify_all
 
 
@@ -89,6 +90,24 @@ def test_finite_differences_reuse_the_generators_run_only_for_its_program() -> N
     assert (with_it.value, with_it.valid) == (without.value, without.valid)
     moved = replace(case, inputs=[x + 0.5 for x in case.inputs])
     assert _setup(moved).base.trace is not case.evaluated.trace  # type: ignore[union-attr]
+
+
+def test_finite_differences_reuse_the_generators_first_order_program_only_for_its_request() -> None:
+    """A second-order case's first-order program, as the generator made it: the same estimate with
+    it as without; a case asking with other cotangents makes its own."""
+    test_id = next(t for t, f in certify_tests().items() if f._gradcert_area.order == 2)  # type: ignore[attr-defined]
+    case = next(c for c in (redraw(test_id, f"seed:{k:x}") for k in range(50)) if _setup(c).free)
+    assert case.first_order is not None
+    s, alone = _setup(case), _setup(replace(case, first_order=None))
+    assert s.program is case.first_order.program and alone.program is not s.program
+    assert print_program(alone.program) == print_program(s.program)
+    rng = np.random.default_rng(0)
+    direction = [rng.normal(size=np.shape(x)) for x in s.inputs]
+    with_it = directional(s.program, s.inputs, direction, s.cotangents, s.held, base=s.base)
+    without = directional(alone.program, alone.inputs, direction, alone.cotangents, alone.held, base=alone.base)
+    assert (with_it.value, with_it.valid) == (without.value, without.valid)
+    other = replace(case, cotangents=[np.ones(v.type.shape) for v in case.output_values])  # type: ignore[union-attr]
+    assert _setup(other).program is not s.program
 
 
 def test_every_feature_appears_in_at_least_5_percent_of_draws() -> None:

@@ -170,9 +170,10 @@ class _FdSetup:
 
 
 def _setup(case: Case) -> _FdSetup:
-    """What finite differences need of `case`: the program (order 2: its first-order gradients),
-    inputs, cotangents, held values, and the unperturbed run: the generator's where it made one
-    (it computes every value of the program as it draws it: `Case.evaluated`)."""
+    """What finite differences need of `case`: the program (order 2: its first-order gradients, the
+    generator's where it made them, `Case.first_order`), inputs, cotangents, held values, and the
+    unperturbed run: the generator's where it made one (it computes every value of the program as
+    it draws it: `Case.evaluated`)."""
     blocked = {v for v in case.program.inputs if v.stop_gradient} | set(case.no_grad)
     if case.order == 1:
         p, inputs = case.program, list(case.inputs)
@@ -184,7 +185,11 @@ def _setup(case: Case) -> _FdSetup:
         held = held_values(p, case.no_grad)
         ran = case.evaluated
     else:
-        p, extra = first_order(case.program, case.output_values, case.wrt_values, case.cotangents, case.no_grad)
+        made = case.first_order
+        if made is not None and made.of(case.program, case.outputs, case.wrt, case.cotangents, case.no_grad):
+            p, extra = made.program, made.feeds
+        else:
+            p, extra = first_order(case.program, case.output_values, case.wrt_values, case.cotangents, case.no_grad)
         inputs = list(case.inputs) + extra
         cots = list(case.cotangents2) if case.cotangents2 is not None else [np.ones(_shape(v.type)) for v in p.outputs]
         held = held_values(p)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..reference.gradients import FirstOrder
 from ..reference.interpreter import Evaluation
 from ..reference.ir import Block, Program, Value
 from ..reference.loader import ProgramFileError, parse_source, read_source
@@ -43,6 +44,9 @@ class Case:
     # the program's run at the inputs, as the generator computed it (finite differences take their
     # unperturbed run from it); not part of the case's text, identity or equality
     evaluated: Evaluation | None = field(default=None, repr=False, compare=False)
+    # order 2: the first-order program, as the generator made it (finite differences take it from
+    # here where its request is the case's: `FirstOrder.of`); not part of the text either
+    first_order: FirstOrder | None = field(default=None, repr=False, compare=False)
     # The text, made once: a case is a value (derive another with `dataclasses.replace`; setting
     # a field drops the text, changing a list in place does not).
     _text: str | None = field(default=None, init=False, repr=False, compare=False)

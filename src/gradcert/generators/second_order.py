@@ -6,14 +6,16 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..reference.gradients import first_order
+from ..reference.gradients import FirstOrder, first_order
 from .case import Case
 from .choices import Chooser
 
 
 def second_order(case: Case, ch: Chooser) -> Case:
     """`case` asked for the gradient of sum <u2, g(x)>, g its (reference) first-order gradients.
-    Needs a program without nested branches or loops."""
-    q, _ = first_order(case.program, case.output_values, case.wrt_values, case.cotangents, case.no_grad)
+    Needs a program without nested branches or loops. The first-order program (made here for the
+    gradients' shapes) goes with the case: finite differences differentiate it (`Case.first_order`)."""
+    q, feeds = first_order(case.program, case.output_values, case.wrt_values, case.cotangents, case.no_grad)
     u2 = [np.asarray(ch.uniform(-1.0, 1.0, v.type.shape)) for v in q.outputs]  # type: ignore[union-attr]
-    return replace(case, order=2, cotangents2=u2)
+    made = FirstOrder(q, feeds, (case.program, case.outputs, case.wrt, case.cotangents, case.no_grad))
+    return replace(case, order=2, cotangents2=u2, first_order=made)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,19 @@ class Computed:
     transformed: Gradients
     outputs: list[np.ndarray]
     before: Snapshot | None  # the copy before the transform, for invariants.check (when asked for)
+
+
+@dataclass(frozen=True)
+class FirstOrder:
+    """`first_order`'s answer to one request, and the request's objects (program, outputs, wrt,
+    cotangents, no-grad set), to tell whether it answers another's (`of`)."""
+
+    program: Program
+    feeds: list[np.ndarray]
+    request: tuple[object, ...]
+
+    def of(self, *request: object) -> bool:
+        return len(request) == len(self.request) and all(map(operator.is_, request, self.request))
 
 
 _DTYPES = {"float64": "f64", "float32": "f32", "int64": "i64", "bool": "bool"}
