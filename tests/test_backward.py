@@ -136,6 +136,26 @@ def test_every_backward_op_records_its_origin() -> None:
     assert all(op.name in ("add", "add_n", "combine") and op.parent is p.block for op in unattributed)
 
 
+def test_the_backwards_pruning_is_the_invariants_reckoning() -> None:
+    """The invariants take what depends on the inputs from the backward's pruning (`Gradients.reach`):
+    it must be what they would reckon themselves, from the forward ops and the request, on drawn
+    programs of every feature."""
+    from gradcert.generators import draw_case
+    from gradcert.reference import prune
+    from gradcert.reference.backward import blocked_values
+
+    n = 0
+    for seed in range(300):
+        case = draw_case(seed)
+        request = (case.output_values, case.wrt_values, case.cotangents, case.no_grad)
+        c = compute(case.program, case.inputs, *request, checked=True)
+        g, forward = c.transformed, c.before.ops  # type: ignore[union-attr]
+        own = prune.reachable(g.program.block, g.inputs, blocked_values(g.program, g.no_grad, forward), forward)
+        assert g.reach == own, seed
+        n += bool(own)
+    assert n > 250
+
+
 def test_backward_is_deterministic() -> None:
     src = (ROOT / "examples" / "if_in_while.gc").read_text()
     a, _ = _grad_all(src)

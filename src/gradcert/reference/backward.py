@@ -54,6 +54,8 @@ class Gradients:
     outputs: list[Value] = field(default_factory=list)
     inputs: list[Value] = field(default_factory=list)
     no_grad: set[Value] = field(default_factory=set)
+    # the forward values that depend on the inputs, as the backward found them to prune
+    reach: set[Value] | None = None
 
 
 @dataclass
@@ -411,7 +413,9 @@ def _grad(
     wanted = list(dict.fromkeys(inputs))
     got = dict(zip(wanted, root.backprop([(y, [g]) for y, g in seeds], wanted)))
     grads = [None if v in blocked else got[v] for v in inputs]
-    return Gradients(program, grads, set(program.walk()) - before, list(outputs), list(inputs), set(no_grad or ()))
+    return Gradients(
+        program, grads, set(program.walk()) - before, list(outputs), list(inputs), set(no_grad or ()), reach
+    )
 
 
 def append_backward(

@@ -38,9 +38,13 @@ def _sig(op: Operation) -> tuple[object, ...]:
 
 
 def snapshot(program: Program) -> Snapshot:
-    ops = {op: _sig(op) for op in program.walk()}
-    blocks = [program.block] + [b for op in program.walk() for b in op.blocks]
-    return Snapshot(ops, {b: list(b.ops) for b in blocks})
+    ops: dict[Operation, tuple[object, ...]] = {}
+    order = {program.block: program.block.ops[:]}
+    for op in program.walk():
+        ops[op] = _sig(op)
+        for b in op.blocks:
+            order[b] = b.ops[:]
+    return Snapshot(ops, order)
 
 
 class InvariantError(AssertionError):
@@ -93,9 +97,13 @@ def violations(g: Gradients, before: Snapshot) -> list[str]:
             kind = "zero-fill" if op.name in ZERO_FILL else "dead backward op"
             out.append(f"{kind} {where(op)} has no use")
 
-    # paths of the forward program: its ops, as the backward found them (checked unchanged above)
+    # paths of the forward program: its ops, as the backward found them (checked unchanged above);
+    # what depends on the inputs as the backward's pruning found it, where it says (the same
+    # function of the same request: tests/test_backward.py checks it equals a second reckoning)
     forward = before.ops
-    reach = prune.reachable(program.block, g.inputs, blocked_values(program, g.no_grad, forward), forward)
+    reach = g.reach
+    if reach is None:
+        reach = prune.reachable(program.block, g.inputs, blocked_values(program, g.no_grad, forward), forward)
     coreach = prune.coreachable(program.block, g.outputs, forward)
     on_path: dict[Operation, bool] = {}  # per forward op: the backward makes several ops for one
     for op in g.added:
