@@ -37,6 +37,19 @@ def _sig(op: Operation) -> tuple[object, ...]:
     return op.name, op.operands[:], op.results[:], dict(op.attrs), op.parent, op.blocks[:]
 
 
+def _unchanged(op: Operation, sig: tuple[object, ...]) -> bool:
+    """`op` as `_sig` saw it (compared in place: no copies)."""
+    name, operands, results, attrs, parent, blocks = sig
+    return (
+        op.name == name
+        and op.operands == operands
+        and op.results == results
+        and op.attrs == attrs
+        and op.parent is parent
+        and op.blocks == blocks
+    )
+
+
 def snapshot(program: Program) -> Snapshot:
     ops: dict[Operation, tuple[object, ...]] = {}
     order = {program.block: program.block.ops[:]}
@@ -74,7 +87,7 @@ def violations(g: Gradients, before: Snapshot) -> list[str]:
                 out.append(f"forward ops of block ^{blk.label} were reordered")
     unchanged: set[Operation] = set()
     for op, sig in before.ops.items():
-        if _sig(op) == sig:
+        if _unchanged(op, sig):
             unchanged.add(op)
         elif op not in removed:
             out.append(f"forward op {where(op)} was changed")
