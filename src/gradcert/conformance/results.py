@@ -27,7 +27,7 @@ class ResultsFile:
     def append(self, record: dict[str, Any]) -> None:
         data = (json.dumps(record) + "\n").encode()
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
         while data:  # (a regular file takes all of it at once, but for a disk filling up)
             data = data[os.write(self._fd, data) :]
 
