@@ -134,6 +134,33 @@ def test_a_linearity_pass_keeps_the_error_measured(tmp_path: Path) -> None:
     assert len(measured) > len(found) / 2 and any(v.max_abs > 0 for v in measured), found
 
 
+def test_certify_runs_the_heaviest_tests_first_and_the_light_ones_last(tmp_path: Path) -> None:
+    """So that xdist's workers finish together: linearity checks (three gradients a case) first,
+    then the others, then the light ones that fill the workers' last gaps: bad requests (one call,
+    refused at once) and known failures (they stop at their first failing case)."""
+    from gradcert.conformance.areas import PYTEST_ENV, command_line
+    from gradcert.conformance.areas import tests as certify_tests
+    from gradcert.conformance.plugin import known_failures
+
+    args = command_line(list(AREAS), "paddle", "certify", str(tmp_path / "r.jsonl"), str(tmp_path), "auto", 60.0)
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", *args, "--collect-only"],  # (args hold -q: the ids, one a line)
+        cwd=tmp_path,
+        env={**ENV, **PYTEST_ENV},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    by_name = {test_id.partition("::")[2]: test_id for test_id in certify_tests()}
+    ids = [by_name[line.rpartition("::")[2]] for line in r.stdout.splitlines() if "::" in line]
+    assert len(ids) == len(by_name) == 34, r.stdout[-2000:] + r.stderr[-2000:]
+    known = [i for i in ids if any(i.startswith(p) for p, _ in known_failures("paddle"))]
+    rest = [i for i in ids if i not in known]
+    assert known and ids[len(rest) :] == known  # known failures last
+    assert rest[-1].startswith("test_bad_requests.py")  # then bad requests
+    assert all(i.startswith("test_cotangents.py") for i in rest[:2])  # linearity first
+
+
 def test_killed_certify_resumes_without_redoing_finished_cases(tmp_path: Path) -> None:
     cmd = [
         sys.executable,

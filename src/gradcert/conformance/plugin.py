@@ -145,8 +145,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if all(getattr(getattr(i, "obj", None), "_gradcert_area", None) for i in items):
         # the heaviest tests first, so that xdist's workers, taking tests as they free up, finish
         # together: a linearity check asks for three gradients, then second order, deeper nesting,
-        # more features; known failures last (under quick and certify they stop at their first
-        # failing case, mostly the first case drawn)
+        # more features; then the light ones that fill the workers' last gaps: bad requests (one
+        # backend call, refused at once), and known failures (under quick and certify they stop at
+        # their first failing case, mostly the first case drawn)
         items.sort(key=_weight, reverse=True)  # (stable, and the same in every worker)
     if controller:  # warn once
         for prefix, _ in known:
@@ -154,10 +155,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 warnings.warn(f"known-failures entry {prefix!r} for {backend.name} matches no test", stacklevel=1)
 
 
-def _weight(item: pytest.Item) -> tuple[bool, bool, int, int, int]:
+def _weight(item: pytest.Item) -> tuple[bool, bool, bool, int, int, int]:
     f, area = item.obj._gradcert_features, item.obj._gradcert_area  # type: ignore[attr-defined]
     known = item.get_closest_marker("xfail") is not None
-    return (not known, area.check == "linearity", area.order, f.max_depth, len(f.enabled))
+    light = area.check == "bad_request"
+    return (not known, not light, area.check == "linearity", area.order, f.max_depth, len(f.enabled))
 
 
 def _report_cases(item: pytest.Item) -> None:
