@@ -13,6 +13,12 @@ Lowering choices (see the README's Paddle section for what was measured):
   `split` takes a list-returning API's results apart.
 - The `append_backward` area lowers every input that takes a gradient as a persistable parameter
   (initialised by the startup program) and calls `append_backward(loss)` with no parameter list.
+- The executor runs a program's ops one after another on the calling thread
+  (`FLAGS_new_executor_serial_run`, what `BuildStrategy.sequential_run` sets; an environment
+  variable of that name overrides it), so that a verdict repeats from run to run: with Paddle's
+  default thread pool, the buffer its inplace pass shares between two live values was written
+  before or after the fetch as the threads fell (README, finding 15), and a process ran ~10% slower
+  on ~90 threads. The transform under test, `ir_backward.grad`, is the same either way.
 
 Run it isolated (the default for every backend but the reference): Paddle's native code can abort
 the process.
@@ -44,6 +50,8 @@ from .oracles import REF_ATOL, REF_RTOL
 _EFFECTS = frozenset({"cf.tuple_push", "cf.tuple_pop", "cf.stack_create", "cf.yield", "cf.has_elements"})
 _ZERO_FILL = frozenset({"pd_op.full_like", "pd_op.full"})
 FORWARD_RUNS = 8  # runs of the forward program alone that tell a lowering bug from a varying output
+SERIAL = "FLAGS_new_executor_serial_run"  # the executor's ops in order on one thread (module docstring)
+INPLACE_PASS = "FLAGS_pir_apply_inplace_pass"  # the executor lets a result take over a dead operand's buffer
 
 
 def _unary(name: str) -> Lower:
@@ -215,6 +223,8 @@ class PaddleBackend:
         import paddle
 
         paddle.enable_static()
+        if SERIAL not in os.environ:  # (Paddle read the variable at import)
+            paddle.set_flags({SERIAL: True})
         return paddle
 
     @functools.cached_property
@@ -250,12 +260,13 @@ class PaddleBackend:
     ) -> tuple[list[np.ndarray], list[str]]:
         """The forward outputs fetched beside the gradients differ from the reference
         interpreter's: run the forward program alone a few times. Outputs that vary from run to
-        run are Paddle's (measured: a zero-trip `while`, now and then); so are outputs fetched
-        beside the gradients that differ from the forward program's own, and outputs that are
-        right once the in-place ops are lowered out of place (measured: an in-place op on a
-        value a `while` carries overwrites the loop's initial value). A forward program that
-        is wrong the same way every time, in-place or not, is left to the lowering oracle: a
-        lowering bug."""
+        run are Paddle's (measured with its threaded executor); so are outputs fetched beside
+        the gradients that differ from the forward program's own, outputs that are right once
+        the executor's inplace pass is off (measured: a zero-trip `while` carrying one value
+        twice), and outputs that are right once the in-place ops are lowered out of place
+        (measured: an in-place op on a value a `while` carries overwrites the loop's initial
+        value). A forward program that is wrong the same way every time, whatever Paddle's
+        inplace handling, is left to the lowering oracle: a lowering bug."""
         runs = [self.forward(case) for _ in range(FORWARD_RUNS)]
         alone = runs[0]
         for k in range(len(alone)):
@@ -266,20 +277,37 @@ class PaddleBackend:
                     f"({len(distinct)} distinct values in {FORWARD_RUNS} runs)"
                 )
         wrong = [k for k, (a, e) in enumerate(zip(alone, expected)) if not _agree([a], [e])]
-        if wrong and alone and any(OPS[op.name].inplace_of is not None for op in case.program.walk()):
-            if _agree(self.forward(case, OUT_OF_PLACE), expected):
-                k = wrong[0]
+        if wrong:
+            k = wrong[0]
+            off = float(np.max(np.abs(alone[k] - expected[k])))
+            if _agree(self._without_inplace_pass(case), expected):
                 raise PaddleForwardError(
-                    f"the forward program's output {k} differs by {float(np.max(np.abs(alone[k] - expected[k]))):.3g} "
-                    "from the reference interpreter, and agrees once its in-place ops are out of place: "
-                    "an in-place op changes a value other than its operand"
+                    f"the forward program's output {k} differs by {off:.3g} from the reference interpreter, and "
+                    f"agrees once the executor's inplace pass is off ({INPLACE_PASS}): the pass gives a result "
+                    "the buffer of a value that is still read"
                 )
+            if any(OPS[op.name].inplace_of is not None for op in case.program.walk()):
+                if _agree(self.forward(case, OUT_OF_PLACE), expected):
+                    raise PaddleForwardError(
+                        f"the forward program's output {k} differs by {off:.3g} from the reference interpreter, "
+                        "and agrees once its in-place ops are out of place: an in-place op changes a value "
+                        "other than its operand"
+                    )
         return alone, [
             f"forward output {k} fetched beside the gradients differs from the forward program's own "
             f"(by {float(np.max(np.abs(a - b))):.3g})"
             for k, (a, b) in enumerate(zip(fetched, alone))
             if not _agree([a], [b])
         ]
+
+    def _without_inplace_pass(self, case: Case) -> list[np.ndarray]:
+        """The forward program's outputs with the executor's inplace pass off (for this run)."""
+        was = self.pd.get_flags([INPLACE_PASS])[INPLACE_PASS]
+        self.pd.set_flags({INPLACE_PASS: False})
+        try:
+            return self.forward(case)
+        finally:
+            self.pd.set_flags({INPLACE_PASS: was})
 
     def forward(self, case: Case, table: dict[str, Lower] = TABLE) -> list[np.ndarray]:
         """The lowered forward program's outputs, run without any backward."""
