@@ -159,6 +159,9 @@ def test_certify_runs_the_heaviest_tests_first_and_the_light_ones_last(tmp_path:
     assert known and ids[len(rest) :] == known  # known failures last
     assert rest[-1].startswith("test_bad_requests.py")  # then bad requests
     assert all(i.startswith("test_cotangents.py") for i in rest[:2])  # linearity first
+    # and xdist hands them out one at a time (none waits behind a heavy test while a worker idles)
+    parallel = command_line(list(AREAS), "paddle", "certify", "r.jsonl", ".", "auto", 60.0, "2")
+    assert parallel[-4:] == ["-n", "2", "--maxschedchunk", "1"]
 
 
 def test_killed_certify_resumes_without_redoing_finished_cases(tmp_path: Path) -> None:
