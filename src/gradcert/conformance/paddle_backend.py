@@ -17,8 +17,9 @@ Lowering choices (see the README's Paddle section for what was measured):
   (`FLAGS_new_executor_serial_run`, what `BuildStrategy.sequential_run` sets; an environment
   variable of that name overrides it), so that a verdict repeats from run to run: with Paddle's
   default thread pool, the buffer its inplace pass shares between two live values was written
-  before or after the fetch as the threads fell (README, finding 15), and a process ran ~10% slower
-  on ~90 threads. The transform under test, `ir_backward.grad`, is the same either way.
+  before or after the fetch as the threads fell (README, finding 15); and certify with two workers
+  ran ~13% slower, each worker's pool taking the other's core. The transform under test,
+  `ir_backward.grad`, is the same either way.
 
 Run it isolated (the default for every backend but the reference): Paddle's native code can abort
 the process.
