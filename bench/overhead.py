@@ -54,8 +54,9 @@ from typing import Any
 import numpy as np
 
 from gradcert.conformance.areas import AREAS, Area, tests
-from gradcert.conformance.backends import ReferenceBackend, resolve
+from gradcert.conformance.backends import resolve
 from gradcert.conformance.oracles import _setup
+from gradcert.conformance.reference_backend import ReferenceBackend
 from gradcert.conformance.search import draw, recorded_text
 from gradcert.conformance.session import Session
 from gradcert.generators import Case, parse_case

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from gradcert.conformance.api import BackendResult
-from gradcert.conformance.backends import ReferenceBackend
+from gradcert.conformance.reference_backend import ReferenceBackend
 from gradcert.generators.case import Case
 from gradcert.reference import backward
 from gradcert.reference.builder import Builder

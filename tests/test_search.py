@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from gradcert.conformance.api import BackendResult
 from gradcert.conformance.areas import AREAS, _draw
 from gradcert.conformance.areas import tests as certify_tests
-from gradcert.conformance.backends import ReferenceBackend
+from gradcert.conformance.reference_backend import ReferenceBackend
 from gradcert.conformance.runner import InProcess
 from gradcert.conformance.search import Search, _handed, _to_bytes, draw
 from gradcert.conformance.session import CaseFailed, Session

@@ -12,9 +12,10 @@ import pytest
 
 from gradcert.conformance.api import BackendResult, Unsupported
 from gradcert.conformance.areas import AREAS
-from gradcert.conformance.backends import ReferenceBackend, resolve
+from gradcert.conformance.backends import resolve
 from gradcert.conformance.oracles import judge, lowering
 from gradcert.conformance.plugin import KNOWN, known_failures
+from gradcert.conformance.reference_backend import ReferenceBackend
 from gradcert.conformance.session import FAILING
 from gradcert.generators.case import Case
 from gradcert.reference import run

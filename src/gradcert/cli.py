@@ -7,100 +7,29 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
-
-from .reference.backward import BackwardError, grad
-from .reference.domains import safe_inputs
-from .reference.finite_diff import held_values, jacobian_vjp
-from .reference.interpreter import Interpreter, InterpreterError, namespace, to_numpy
-from .reference.ir import Program
-from .reference.loader import ProgramFileError, load_program
-from .reference.text import print_program
-from .reference.types import is_differentiable
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
-def _fmt(x: np.ndarray) -> str:
-    return np.array2string(np.asarray(x), precision=6, separator=", ", threshold=20)
-
-
 def cmd_show(args: argparse.Namespace) -> int:
-    xp = namespace(args.device)
-    for path in args.files:
-        if str(path).endswith(".case"):
-            show_case(path)
-            continue
-        program = load_program(path)
-        print(f"== {path}")
-        print(print_program(program), end="")
-        xs = safe_inputs(program, args.seed)
-        print(f"inputs (seed {args.seed}):")
-        for v, x in zip(program.inputs, xs):
-            print(f"  %{v.name}: {v.type} = {_fmt(x)}")
-        run = Interpreter(xp).run(program, [xp.asarray(x) for x in xs])
-        print("outputs:")
-        for k, (v, y) in enumerate(zip(program.outputs, run.outputs)):
-            print(f"  #{k}: {v.type} = {_fmt(to_numpy(y))}")
-        if args.grad:
-            show_grad(program, xs, xp)
-        print()
+    from .show import show
+
+    show(args)
     return EXIT_OK
-
-
-def show_grad(program: Program, xs: list[np.ndarray], xp: Any) -> None:
-    """Build the reference backward, print it with origins, and compare with finite differences."""
-    wrt = [i for i, v in enumerate(program.inputs) if is_differentiable(v.type) and not v.stop_gradient]
-    outs = [v for v in program.outputs if is_differentiable(v.type)]
-    base = Interpreter().run(program, xs)
-    cots = [
-        np.ones(np.shape(y)) if is_differentiable(v.type) else np.zeros(np.shape(y))
-        for v, y in zip(program.outputs, base.outputs)
-    ]
-    expect, valid = jacobian_vjp(program, xs, wrt, cots, held_values(program))
-    g = grad(program, outs, [program.inputs[i] for i in wrt])
-    print("backward program:")
-    print(print_program(program, origins=True), end="")
-    fetch = [v for v in g.grads if v is not None]
-    got = iter(Interpreter(xp).run(program, [xp.asarray(x) for x in xs], fetch=fetch).outputs)
-    print("gradients (finite differences" + ("" if valid else ", NOT VALID: a branch or kink flipped") + "):")
-    for i, gv, e in zip(wrt, g.grads, expect):
-        name = program.inputs[i].name
-        if gv is None:
-            print(f"  %{name}: None   fd: {_fmt(e)}")
-            continue
-        val = to_numpy(next(got))
-        err = float(np.max(np.abs(val - e))) if val.size else 0.0
-        print(f"  %{name}: {_fmt(val)}   fd: {_fmt(e)}   max abs err {err:.2e}")
-
-
-def show_case(path: str) -> None:
-    from .generators.case import load_case
-
-    case = load_case(path)
-    print(f"== {path}")
-    print(case.to_text(), end="")
-    outs = Interpreter().run(case.program, case.inputs).outputs
-    print("outputs:")
-    for k, y in enumerate(outs):
-        print(f"  #{k}: {_fmt(to_numpy(y))}")
-    print()
 
 
 def cmd_certify(args: argparse.Namespace) -> int:
     import pytest
 
     from .conformance.areas import AREAS, PYTEST_ENV, command_line
-    from .conformance.backends import resolve
+    from .conformance.backends import backend_name
 
-    backend = resolve(args.backend)
+    name = backend_name(args.backend)  # fails fast, without importing a built-in backend
     areas = [a.strip() for a in args.areas.split(",")] if args.areas else list(AREAS)
     unknown = [a for a in areas if a not in AREAS]
     if unknown:
         raise UsageError(f"unknown area(s) {', '.join(unknown)} (known: {', '.join(AREAS)})")
-    stem = f"reports/{backend.name}-{args.profile}"
+    stem = f"reports/{name}-{args.profile}"
     results = args.results or f"{stem}.jsonl"
     pytest_args = command_line(
         areas, args.backend, args.profile, results, args.findings, args.isolate, args.timeout, args.workers
@@ -160,12 +89,25 @@ class UsageError(Exception):
     pass
 
 
+def _usage_errors() -> tuple[type[Exception], ...]:
+    """The errors that are the user's input (exit 2, one line), imported only once one is raised:
+    a command imports only what it needs (certify's own process no NumPy or IR: it starts pytest's
+    workers sooner)."""
+    from .conformance.backends import UnknownBackend
+    from .conformance.results import ResultsFileError
+    from .reference.backward import BackwardError
+    from .reference.interpreter import InterpreterError
+    from .reference.loader import ProgramFileError
+
+    return (ProgramFileError, InterpreterError, BackwardError, ValueError, UnknownBackend, UsageError, ResultsFileError)
+
+
 def cmd_fuzz(args: argparse.Namespace) -> int:
     from .conformance import fuzz
     from .conformance.areas import AREAS
-    from .conformance.backends import resolve
+    from .conformance.backends import backend_name
 
-    args.backend_name = resolve(args.backend).name
+    args.backend_name = backend_name(args.backend)
     unknown = [a for a in args.areas.split(",") if a and a.strip() not in AREAS]
     if unknown:
         raise UsageError(f"unknown area(s) {', '.join(unknown)}")
@@ -243,20 +185,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     report.set_defaults(func=cmd_report)
 
     args = parser.parse_args(argv)
-    from .conformance.backends import UnknownBackend
-    from .conformance.results import ResultsFileError
-
     try:
         return int(args.func(args))
-    except (
-        ProgramFileError,
-        InterpreterError,
-        BackwardError,
-        ValueError,
-        UnknownBackend,
-        UsageError,
-        ResultsFileError,
-    ) as e:
+    except _usage_errors() as e:
         print(f"gradcert: error: {e}", file=sys.stderr)
         return EXIT_USAGE
 

@@ -1,7 +1,12 @@
 """Conformance: backends, oracles, certification areas, the pytest plugin and the runner."""
 
+from typing import TYPE_CHECKING, Any
+
 from .api import Backend, BackendResult, OpRecord, Unsupported, Verdict
-from .backends import ReferenceBackend, UnknownBackend, resolve
+from .backends import UnknownBackend, resolve
+
+if TYPE_CHECKING:
+    from .reference_backend import ReferenceBackend
 
 __all__ = [
     "Backend",
@@ -13,3 +18,12 @@ __all__ = [
     "Verdict",
     "resolve",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # the reference backend (NumPy, the IR) only when asked for: importing this package stays light
+    if name == "ReferenceBackend":
+        from .reference_backend import ReferenceBackend
+
+        return ReferenceBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

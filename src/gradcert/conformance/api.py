@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
+if TYPE_CHECKING:  # (annotations only: certify's own process and the report import no NumPy)
+    import numpy as np
 
-from ..generators.case import Case
+    from ..generators.case import Case
 
 STATUSES = ("pass", "fail", "invalid", "unsupported", "error", "crash", "timeout")
 

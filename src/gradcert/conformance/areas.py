@@ -10,12 +10,11 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..generators import Case
-from ..generators.choices import DrawAdapter, Drawn
-from ..generators.features import Features
-from ..generators.second_order import second_order
+if TYPE_CHECKING:  # (the generators are imported where cases are drawn: certify's own process draws none)
+    from ..generators import Case
+    from ..generators.features import Features
 
 _BASIC = frozenset({"unary", "binary", "fanout"})
 _REQ = ("stop_gradient", "no_grad", "cotangents", "multi_output", "unreachable")
@@ -56,6 +55,8 @@ AREAS = {
 
 
 def feats(*enabled: str, required: tuple[str, ...] = (), depth: int = 1, ops: int = 6) -> Features:
+    from ..generators.features import Features
+
     return Features(frozenset(enabled) | frozenset(required), ops, depth, True, frozenset(required))
 
 
@@ -74,6 +75,8 @@ def _draw(features: Features, order: int) -> Any:
 def _strategy(features: Features, order: int) -> Any:
     from hypothesis import strategies as st
 
+    from ..generators.choices import DrawAdapter, Drawn
+    from ..generators.second_order import second_order
     from ..generators.strategies import cases
 
     if order == 1:

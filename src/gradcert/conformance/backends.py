@@ -1,23 +1,16 @@
 """Finding backends: built-in names, entry points in group `gradcert.backends`, or
-`module:attribute`; and the built-in `reference` backend."""
+`module:attribute`. Light to import (no NumPy, no IR): certify's own process only checks the name
+before it starts pytest's workers, which import the backend (built-in ones, and their
+frameworks, are imported only when asked for)."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
 import importlib.util
-import time
 from importlib.metadata import entry_points
-from typing import Any
 
-import numpy as np
-
-from .. import __version__
-from ..generators.case import Case
-from ..reference.backward import BackwardError
-from ..reference.gradients import compute, first_order
-from ..reference.invariants import violations
-from .api import Backend, BackendResult, Unsupported
+from .api import Backend
 
 GROUP = "gradcert.backends"
 
@@ -26,98 +19,50 @@ class UnknownBackend(Exception):
     """A backend name that is not built in, not an entry point and not `module:attribute`."""
 
 
-class ReferenceBackend:
-    """gradcert's own backward, run on the reference interpreter."""
-
-    name = "reference"
-    capabilities = frozenset(
-        {"if", "while", "nesting", "inplace", "combine_split", "double_grad", "backward_program", "append_backward"}
-    )
-    version = __version__
-
-    def __init__(self, listing: bool = True) -> None:
-        """`listing`: check its backward program's invariants (off where the reference only
-        supplies the expected gradients for judging another backend). It checks them on the
-        program itself (`violations`, each naming its line), so it lists no ops for the invariants
-        oracle to check again (`BackendResult.backward_ops`: for a backend that only exposes them).
-        The transform is deterministic: the same request on the same program makes the same
-        backward program, whatever the cotangents' values, so its invariants are checked once for
-        a run of such requests (a linearity check makes three)."""
-        self.listing = listing
-        self._checked: tuple[tuple[object, ...], list[str]] | None = None  # (request, violations)
-
-    def run(self, case: Case) -> BackendResult:
-        t0 = time.perf_counter()
-        program, inputs, outputs, wrt, cots = (
-            case.program,
-            list(case.inputs),
-            case.output_values,
-            case.wrt_values,
-            case.cotangents,
-        )
-        if case.order == 2:
-            try:
-                program, extra = first_order(case.program, outputs, wrt, cots, case.no_grad)
-            except BackwardError as e:
-                raise Unsupported(str(e)) from None
-            inputs += extra
-            wrt = [program.inputs[i] for i in case.wrt]
-            outputs, cots = program.outputs, case.cotangents2
-        known: list[str] | None = None  # the violations of this request, checked before
-        if self.listing:  # (the request is only wanted to tell whether its invariants were checked)
-            request = (
-                case.program,
-                case.order,
-                tuple(case.outputs),
-                tuple(case.wrt),
-                tuple(case.no_grad),
-                case.cotangents is None,
-                case.cotangents2 is None,
-            )
-            if self._checked is not None and self._checked[0] == request:
-                known = self._checked[1]
-        check = self.listing and known is None
-        try:
-            c = compute(program, inputs, outputs, wrt, cots, case.no_grad if case.order == 1 else [], checked=check)
-        except BackwardError as e:
-            raise Unsupported(str(e)) from None
-        t1 = time.perf_counter()
-        grads = [None if x is None else np.asarray(x, dtype=np.float64) for x in c.grads]
-        ys = [np.asarray(y) for y in c.outputs]
-        timings = {"backward and run": t1 - t0}
-        found = known or []
-        if check:
-            assert c.before is not None
-            found = violations(c.transformed, c.before)
-            self._checked = (request, found)
-            timings["invariants"] = time.perf_counter() - t1
-        return BackendResult(grads, self.version, timings, None, found, ys)
-
-
-def framework_version(module: str, distribution: str, extra: str) -> str:
-    """The name and version of an installed framework, read without importing it (a backend whose
-    cases run in a worker process is only asked its name and capabilities where certify runs:
-    importing Paddle, PyTorch or JAX there cost a second or more); ImportError naming the extra to
-    install where it is missing."""
-    if importlib.util.find_spec(module) is None:
-        raise ImportError(f"the {extra} backend needs {distribution}: pip install 'gradcert[{extra}]'")
-    return f"{distribution} {importlib.metadata.version(distribution)}"
-
-
-# third-party backends are imported only when asked for (each needs its framework installed)
-BUILTIN: dict[str, Any] = {
-    "reference": ReferenceBackend,
+BUILTIN = {
+    "reference": "gradcert.conformance.reference_backend:ReferenceBackend",
     "paddle": "gradcert.conformance.paddle_backend:PaddleBackend",
     "torch": "gradcert.conformance.torch_backend:TorchBackend",
     "jax": "gradcert.conformance.jax_backend:JaxBackend",
 }
+# what each built-in backend's framework needs installed: (module, distribution), the first named
+# in the backend's version; the extra to install is the backend's name
+NEEDS = {
+    "paddle": [("paddle", "paddlepaddle")],
+    "torch": [("torch", "torch"), ("array_api_compat", "array-api-compat")],
+    "jax": [("jax", "jax")],
+}
+
+
+def framework_version(backend: str) -> str:
+    """The name and version of a built-in backend's framework, read without importing it (a
+    backend whose cases run in a worker process is only asked its name and capabilities where
+    certify runs: importing Paddle, PyTorch or JAX there cost a second or more); ImportError
+    naming the extra to install where something it needs is missing."""
+    for module, distribution in NEEDS[backend]:
+        if importlib.util.find_spec(module) is None:
+            raise ImportError(f"the {backend} backend needs {distribution}: pip install 'gradcert[{backend}]'")
+    distribution = NEEDS[backend][0][1]
+    return f"{distribution} {importlib.metadata.version(distribution)}"
+
+
+def backend_name(spec: str) -> str:
+    """The name of the backend `spec`, checked as `resolve` checks it; a built-in one is not
+    imported (certify's own process starts pytest's workers sooner without NumPy and the IR).
+    Raises UnknownBackend with a one-line reason."""
+    if spec not in BUILTIN:
+        return resolve(spec).name
+    if spec in NEEDS:
+        try:
+            framework_version(spec)
+        except ImportError as e:
+            raise UnknownBackend(f"backend {spec!r} cannot start: {e}") from None
+    return spec
 
 
 def resolve(spec: str) -> Backend:
     """The backend named `spec`; raises UnknownBackend with a one-line reason."""
-    if spec in BUILTIN and not isinstance(BUILTIN[spec], str):
-        obj = BUILTIN[spec]
-    elif ":" in spec or spec in BUILTIN:
+    if ":" in spec or spec in BUILTIN:
         mod, _, attr = BUILTIN.get(spec, spec).partition(":")
         try:
             obj = getattr(importlib.import_module(mod), attr)

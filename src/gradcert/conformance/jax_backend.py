@@ -95,7 +95,7 @@ class JaxBackend:
     table: dict[str, Lower] = TABLE  # a subclass may lower some ops otherwise (tests plant bugs so)
 
     def __init__(self) -> None:
-        self.version = framework_version("jax", "jax", "jax")  # (jax is imported at the first case)
+        self.version = framework_version("jax")  # (jax is imported at the first case)
 
     @functools.cached_property
     def jax(self) -> Any:

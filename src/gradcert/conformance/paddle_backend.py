@@ -216,7 +216,7 @@ class PaddleBackend:
         the backend its name and capabilities (certify's pytest, which runs cases in a worker
         process) does not pay its import (about a second)."""
         self.listing = listing
-        self.version = framework_version("paddle", "paddlepaddle", "paddle")
+        self.version = framework_version("paddle")
 
     @functools.cached_property
     def pd(self) -> Any:

@@ -12,9 +12,10 @@ import numpy as np
 from ..generators.case import Case
 from .api import BackendResult, Verdict
 from .areas import Area
-from .backends import ReferenceBackend, resolve
+from .backends import resolve
 from .oracles import judge
 from .oracles import reference as compare_reference
+from .reference_backend import ReferenceBackend
 from .results import ResultsFile
 from .runner import InProcess, Isolated, Outcome
 

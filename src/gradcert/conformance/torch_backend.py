@@ -97,8 +97,7 @@ class TorchBackend:
     table: dict[str, Lower] = TABLE  # a subclass may lower some ops otherwise (tests plant bugs so)
 
     def __init__(self) -> None:
-        self.version = framework_version("torch", "torch", "torch")  # (torch is imported at the first case)
-        framework_version("array_api_compat", "array-api-compat", "torch")
+        self.version = framework_version("torch")  # (torch is imported at the first case)
 
     @functools.cached_property
     def torch(self) -> Any:

@@ -1,0 +1,82 @@
+"""The built-in `reference` backend: gradcert's own backward, run on the reference interpreter."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import __version__
+from ..generators.case import Case
+from ..reference.backward import BackwardError
+from ..reference.gradients import compute, first_order
+from ..reference.invariants import violations
+from .api import BackendResult, Unsupported
+
+
+class ReferenceBackend:
+    """gradcert's own backward, run on the reference interpreter."""
+
+    name = "reference"
+    capabilities = frozenset(
+        {"if", "while", "nesting", "inplace", "combine_split", "double_grad", "backward_program", "append_backward"}
+    )
+    version = __version__
+
+    def __init__(self, listing: bool = True) -> None:
+        """`listing`: check its backward program's invariants (off where the reference only
+        supplies the expected gradients for judging another backend). It checks them on the
+        program itself (`violations`, each naming its line), so it lists no ops for the invariants
+        oracle to check again (`BackendResult.backward_ops`: for a backend that only exposes them).
+        The transform is deterministic: the same request on the same program makes the same
+        backward program, whatever the cotangents' values, so its invariants are checked once for
+        a run of such requests (a linearity check makes three)."""
+        self.listing = listing
+        self._checked: tuple[tuple[object, ...], list[str]] | None = None  # (request, violations)
+
+    def run(self, case: Case) -> BackendResult:
+        t0 = time.perf_counter()
+        program, inputs, outputs, wrt, cots = (
+            case.program,
+            list(case.inputs),
+            case.output_values,
+            case.wrt_values,
+            case.cotangents,
+        )
+        if case.order == 2:
+            try:
+                program, extra = first_order(case.program, outputs, wrt, cots, case.no_grad)
+            except BackwardError as e:
+                raise Unsupported(str(e)) from None
+            inputs += extra
+            wrt = [program.inputs[i] for i in case.wrt]
+            outputs, cots = program.outputs, case.cotangents2
+        known: list[str] | None = None  # the violations of this request, checked before
+        if self.listing:  # (the request is only wanted to tell whether its invariants were checked)
+            request = (
+                case.program,
+                case.order,
+                tuple(case.outputs),
+                tuple(case.wrt),
+                tuple(case.no_grad),
+                case.cotangents is None,
+                case.cotangents2 is None,
+            )
+            if self._checked is not None and self._checked[0] == request:
+                known = self._checked[1]
+        check = self.listing and known is None
+        try:
+            c = compute(program, inputs, outputs, wrt, cots, case.no_grad if case.order == 1 else [], checked=check)
+        except BackwardError as e:
+            raise Unsupported(str(e)) from None
+        t1 = time.perf_counter()
+        grads = [None if x is None else np.asarray(x, dtype=np.float64) for x in c.grads]
+        ys = [np.asarray(y) for y in c.outputs]
+        timings = {"backward and run": t1 - t0}
+        found = known or []
+        if check:
+            assert c.before is not None
+            found = violations(c.transformed, c.before)
+            self._checked = (request, found)
+            timings["invariants"] = time.perf_counter() - t1
+        return BackendResult(grads, self.version, timings, None, found, ys)
