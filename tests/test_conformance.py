@@ -17,6 +17,7 @@ import pytest
 
 from gradcert.conformance import BackendResult, ReferenceBackend, UnknownBackend, resolve
 from gradcert.conformance.areas import AREAS
+from gradcert.conformance.backends import backend_name
 from gradcert.conformance.oracles import REF_ATOL, REF_RTOL, _close, finite_differences, judge, semantics
 from gradcert.conformance.results import ResultsFile, ResultsFileError, read_records
 from gradcert.conformance.runner import Isolated, Outcome
@@ -54,6 +55,22 @@ def test_a_framework_backend_is_resolved_without_importing_its_framework(
     monkeypatch.setattr(importlib.util, "find_spec", lambda m, *a: None if m == module else real(m, *a))
     with pytest.raises(UnknownBackend, match=rf"cannot start: the {name} backend needs .*gradcert\[{name}\]"):
         resolve(name)
+    # certify's own process checks the name alone, as strictly
+    with pytest.raises(UnknownBackend, match=rf"cannot start: the {name} backend needs .*gradcert\[{name}\]"):
+        backend_name(name)
+
+
+def test_certify_own_process_imports_no_numpy_or_ir() -> None:
+    # what `gradcert certify` imports before pytest starts its workers, and for the report
+    code = (
+        "import sys, gradcert.cli, gradcert.conformance.plugin, gradcert.reports.html\n"
+        "from gradcert.conformance.areas import AREAS, command_line\n"
+        "from gradcert.conformance.backends import backend_name\n"
+        "assert [backend_name(b) for b in ('reference', 'paddle')] == ['reference', 'paddle']\n"
+        "print(sorted(m for m in sys.modules if m == 'numpy' or m.startswith(('gradcert.reference', 'gradcert.gen'))))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120)
+    assert r.stdout.strip() == "[]", r.stdout + r.stderr[-2000:]
 
 
 def test_backend_from_an_entry_point(tmp_path: Path) -> None:
