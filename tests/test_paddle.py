@@ -174,3 +174,53 @@ def test_paddle_threaded_executor_overwrites_it_now_and_then() -> None:
     # vary too (the adapter's one run above passed now and then): why the backend runs serially
     seen, _ = aliased_loop(300, FLAGS_new_executor_serial_run="0")
     assert RIGHT in seen and OVERWRITTEN in seen, seen
+
+
+# Finding 18 (README, Paddle): `ir_backward.grad` of a program with a `while` loop leaves state that
+# points into the program; once the program is freed, a later program's `grad` touches it. Plain
+# Paddle, no gradcert: programs built and differentiated one after another in one process.
+WHILE_GRADS = """
+import sys
+import paddle
+from paddle.autograd.ir_backward import grad
+
+paddle.enable_static()
+kept = []
+for r in range(int(sys.argv[1])):
+    main, startup = paddle.static.Program(), paddle.static.Program()
+    if sys.argv[2] == "keep":
+        kept.append((main, startup))
+    with paddle.static.program_guard(main, startup):
+        x = paddle.static.data("x0", [], "float64")
+        x.stop_gradient = False
+        one, three = paddle.full([], 1, "int64"), paddle.full([], 3, "int64")
+        _, y = paddle.static.nn.while_loop(
+            lambda i, v: paddle.less_than(i, three),
+            lambda i, v: [paddle.add(i, one), paddle.tanh(v)],
+            [paddle.full([], 0, "int64"), x],
+        )
+        if sys.argv[3] == "grad":
+            grad([y], [x])
+print("done", flush=True)
+"""
+
+
+def while_grads(programs: int, keep: str, grad: str) -> tuple[int | None, str, str]:
+    """Exit status (None: hung, measured once in 20 runs), output and errors of the script."""
+    cmd = [sys.executable, "-c", WHILE_GRADS, str(programs), keep, grad]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=120)  # (1,000 programs: ~10 s)
+    except subprocess.TimeoutExpired as e:
+        return None, str(e.stdout or ""), str(e.stderr or "")
+    return r.returncode, r.stdout, r.stderr
+
+
+def test_paddle_grad_of_while_programs_crashes_once_earlier_programs_are_freed() -> None:
+    # measured: SIGSEGV within 50-250 programs (in `pir::Value::defining_op`, `IsFakeValue`, a
+    # `Vjp`) in 19 runs of 20; the 20th hung
+    code, out, err = while_grads(1000, "free", "grad")
+    assert "done" not in out, "Paddle no longer crashes here: update the README's finding 18"
+    assert code is None or code in (-11, 139) or "SIGSEGV" in err, (code, err[-2000:])
+    # the same programs, each kept alive; or freed but never differentiated: no fault
+    assert "done" in while_grads(300, "keep", "grad")[1]
+    assert "done" in while_grads(300, "free", "none")[1]
