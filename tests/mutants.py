@@ -219,6 +219,20 @@ class CrashOnNesting(Mutant):
         return case
 
 
+class CrashOnThirdCase(Mutant):
+    """Aborts the process at the third case it runs, whatever the case: native code left damaged
+    by the cases before (Paddle's finding 18). Not in MUTANTS: no case of it is wrong."""
+
+    name = "crash-on-third-case"
+    ran = 0
+
+    def before(self, case: Case) -> Case:
+        CrashOnThirdCase.ran += 1
+        if CrashOnThirdCase.ran == 3:
+            os.abort()
+        return case
+
+
 class HangOnIf(Mutant):
     name = "hang-on-if"
 

@@ -97,8 +97,19 @@ def test_isolated_runner_survives_a_crash_and_a_hang() -> None:
         out = crash.run(nested)
         assert isinstance(out, Outcome) and out.status == "crash" and "status" in out.message
         assert isinstance(crash.run(plain), BackendResult)  # a fresh worker takes the next case
+        # a worker that had answered before dies on the case: a fresh one dies on it too
+        out = crash.run(nested)
+        assert isinstance(out, Outcome) and out.status == "crash" and "a fresh worker too" in out.message
     finally:
         crash.close()
+    # a worker that dies of what earlier cases left: the case that met it is run again in a fresh
+    # worker, and judged there
+    damaged = Isolated("tests.mutants:CrashOnThirdCase", timeout=20)
+    try:
+        assert all(isinstance(damaged.run(plain), BackendResult) for _ in range(5))
+        assert damaged.answered == 1  # (cases 3 and 5 killed a worker each: the third has run case 5)
+    finally:
+        damaged.close()
     hang = Isolated("tests.mutants:HangOnIf", timeout=1.5)
     try:
         t = time.monotonic()

@@ -45,13 +45,20 @@ class InProcess:
 
 
 class Isolated:
-    """One persistent worker process; restarted after a crash or a timeout."""
+    """One persistent worker process; restarted after a crash or a timeout.
+
+    A worker that dies is blamed on the case it was running only if a fresh worker dies on that
+    case too: native code can be left damaged by an earlier case and die at a later one (Paddle's
+    finding 18: its backward of a `while` program leaves state that a later program's backward
+    trips over), and a `crash` verdict names a case that replays as one."""
 
     def __init__(self, spec: str, timeout: float = 60.0) -> None:
         self.spec, self.timeout = spec, timeout
         self.proc: subprocess.Popen[str] | None = None
         self.log = tempfile.TemporaryFile(mode="w+")
         self.version = ""
+        self.answered = 0  # cases the running worker has answered
+        self.died: int | None = None  # the exit status of the last worker that died
 
     def _start(self) -> subprocess.Popen[str]:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -68,6 +75,7 @@ class Isolated:
             self._kill()
             raise RuntimeError(f"backend worker for {self.spec!r} did not start: {self._log_tail()}")
         self.version = str(ready["ready"])
+        self.answered = 0
         return self.proc
 
     def _read(self, timeout: float) -> dict[str, object] | str:
@@ -102,22 +110,35 @@ class Isolated:
         return " | ".join(lines[-3:])[-500:]
 
     def run(self, case: Case) -> BackendResult | Outcome:
+        outcome = self._run(case)
+        again = outcome is None and self.answered > 0
+        if again:  # damage from an earlier case? ask a fresh worker
+            self._log_tail()  # (drops the dead worker's log)
+            outcome = self._run(case)
+        if outcome is None:
+            fresh = " (a fresh worker too)" if again else ""
+            return Outcome("crash", f"worker exited with status {self.died}{fresh}: {self._log_tail()}")
+        return outcome
+
+    def _run(self, case: Case) -> BackendResult | Outcome | None:
+        """The worker's answer; None where it died (its exit status in `self.died`)."""
         proc = self.proc if self.proc is not None and self.proc.poll() is None else self._start()
         assert proc.stdin is not None
         try:
             proc.stdin.write(json.dumps({"case": case.to_text()}) + "\n")
             proc.stdin.flush()
-        except BrokenPipeError:
-            self._kill()
-            return Outcome("crash", f"worker died before the case: {self._log_tail()}")
-        reply = self._read(self.timeout)
+        except BrokenPipeError:  # it died after its last answer
+            reply: dict[str, object] | str = "crash"
+        else:
+            reply = self._read(self.timeout)
         if reply == "timeout":
             self._kill()
             return Outcome("timeout", f"no answer within {self.timeout:g} s")
         if reply == "crash":
-            code = proc.wait()
+            self.died = proc.wait()
             self.proc = None
-            return Outcome("crash", f"worker exited with status {code}: {self._log_tail()}")
+            return None
+        self.answered += 1
         assert isinstance(reply, dict)
         if "ok" in reply:
             return result_from_json(reply["ok"])  # type: ignore[arg-type]
