@@ -57,7 +57,7 @@ from gradcert.conformance.areas import AREAS, Area, tests
 from gradcert.conformance.backends import resolve
 from gradcert.conformance.oracles import _setup
 from gradcert.conformance.reference_backend import ReferenceBackend
-from gradcert.conformance.search import draw, recorded_text
+from gradcert.conformance.search import _collected, _draw_and_check, draw, recorded_text
 from gradcert.conformance.session import Session
 from gradcert.generators import Case, parse_case
 from gradcert.generators.choices import Seeded
@@ -157,7 +157,7 @@ def certify_tests(name: str) -> list[tuple[str, Area, Features]]:
 def count_child(name: str, what: str, n: int) -> None:
     """The in-process way's work, untimed, for `instructions`: 20 warm-up checks with their floors,
     then checks 0..n-1 one part at a time: `gen` (drawing the case), `check` (drawing it and
-    `Session.check`) or `floor` (drawing it and its floor)."""
+    judging it, as the search does) or `floor` (drawing it and its floor)."""
     chosen = certify_tests(name)
     with tempfile.TemporaryDirectory() as d:
         s = Session(name, Path(d) / "r.jsonl", Path(d) / "f", isolate=False)
@@ -165,14 +165,13 @@ def count_child(name: str, what: str, n: int) -> None:
         backend = floor_backend(name)
         for k in [*range(10**6, 10**6 + 20), *range(n)]:
             test_id, area, features = chosen[k % len(chosen)]
-            case = draw(Seeded(k), features, area.order, area.name)
+            if what == "gen":
+                draw(Seeded(k), features, area.order, area.name)
             if what == "check" or k >= 10**6:
-                try:
-                    s.check(test_id, area, case, None, f"seed:{k:x}")
-                except AssertionError:
-                    pass
+                with _collected():
+                    _draw_and_check(s, test_id, area, features, 1, k)
             if what == "floor" or k >= 10**6:
-                floor(backend, case, area.check)
+                floor(backend, draw(Seeded(k), features, area.order, area.name), area.check)
         s.close()
 
 
@@ -216,7 +215,10 @@ def instructions(name: str, n: int) -> float | None:
 def in_process_child(name: str, start: int, n: int) -> None:
     """Prints `row K {the session's timings, generation, total, floor}` for checks start..n-1, after
     20 untimed warm-up checks (first calls of kernels). Check K is certify's: the seeded search's
-    draw K of the certify tests in turn (those the backend's capabilities allow), judged as there."""
+    draw K of the certify tests in turn (those the backend's capabilities allow), drawn and judged
+    as the search does (`search._draw_and_check`, the collector paused for the case and run at its
+    end). The floor runs on the same case drawn again (untimed), with the collector as Python
+    sets it, as a loop of the backend alone would."""
     chosen = certify_tests(name)
     with tempfile.TemporaryDirectory() as d:
         s = Session(name, Path(d) / "r.jsonl", Path(d) / "f", isolate=False)
@@ -225,23 +227,18 @@ def in_process_child(name: str, start: int, n: int) -> None:
         for k in [*range(10**6 + start, 10**6 + start + 20), *range(start, n)]:
             test_id, area, features = chosen[k % len(chosen)]
             judged = len(s.judged)
-            t0 = time.perf_counter()
-            case = draw(Seeded(k), features, area.order, area.name)
-            t1 = time.perf_counter()
             if k % 2:  # the floor first every other check: whichever runs first meets colder caches
-                f = floor(backend, case, area.check)
-            t2 = time.perf_counter()
-            try:
-                s.check(test_id, area, case, None, f"seed:{k:x}")  # as the search checks its draws
-            except AssertionError:
-                pass  # a failing case (a Paddle finding) is a check too
-            t3 = time.perf_counter()
+                f = floor(backend, draw(Seeded(k), features, area.order, area.name), area.check)
+            t0 = time.perf_counter()
+            with _collected():
+                _draw_and_check(s, test_id, area, features, 1, k)  # a failing case (a Paddle finding) is a check too
+            total = time.perf_counter() - t0
             if not k % 2:
-                f = floor(backend, case, area.check)
+                f = floor(backend, draw(Seeded(k), features, area.order, area.name), area.check)
             record = next(reversed(s.done.values()))
             if k < 10**6 and len(s.judged) > judged:  # (a case drawn twice is judged once)
-                times = {**record["timings"], "generation": t1 - t0, "total": t1 - t0 + t3 - t2, "floor": f}
-                print(f"row {k} {json.dumps({'area': area.name, **times})}", flush=True)
+                row = {"area": area.name, **record["timings"], "total": total, "floor": f}
+                print(f"row {k} {json.dumps(row)}", flush=True)
         s.close()
 
 
@@ -299,7 +296,7 @@ def in_process(name: str, n: int) -> float:
         sums[0] += r["total"]
         sums[1] += r["floor"]
     total, floors = sum(r.pop("total") for r in rows), sum(r.pop("floor") for r in rows)
-    parts = breakdown(rows, total, "bookkeeping")
+    parts = breakdown(rows, total, "bookkeeping and the collector")
     ratio = show(f"{name}, certify's checks in process, without pytest", total, len(rows), floors, parts)
     print("  per area, total / floor: " + ", ".join(f"{a} {t / f:.2f}" for a, (t, f) in per_area.items()))
     return ratio

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import weakref
 
 import numpy as np
 
@@ -11,6 +12,7 @@ from ..generators.case import Case
 from ..reference.backward import BackwardError
 from ..reference.gradients import compute, first_order
 from ..reference.invariants import violations
+from ..reference.ir import Program
 from .api import BackendResult, Unsupported
 
 
@@ -32,7 +34,10 @@ class ReferenceBackend:
         backward program, whatever the cotangents' values, so its invariants are checked once for
         a run of such requests (a linearity check makes three)."""
         self.listing = listing
-        self._checked: tuple[tuple[object, ...], list[str]] | None = None  # (request, violations)
+        # (the program, by a weak reference: a strong one kept each case's programs alive into the
+        # next case, past the collection that frees them young: search._collected; the rest of
+        # the request; its violations)
+        self._checked: tuple[weakref.ref[Program], tuple[object, ...], list[str]] | None = None
 
     def run(self, case: Case) -> BackendResult:
         t0 = time.perf_counter()
@@ -54,7 +59,6 @@ class ReferenceBackend:
         known: list[str] | None = None  # the violations of this request, checked before
         if self.listing:  # (the request is only wanted to tell whether its invariants were checked)
             request = (
-                case.program,
                 case.order,
                 tuple(case.outputs),
                 tuple(case.wrt),
@@ -62,8 +66,8 @@ class ReferenceBackend:
                 case.cotangents is None,
                 case.cotangents2 is None,
             )
-            if self._checked is not None and self._checked[0] == request:
-                known = self._checked[1]
+            if self._checked is not None and self._checked[0]() is case.program and self._checked[1] == request:
+                known = self._checked[2]
         check = self.listing and known is None
         try:
             c = compute(program, inputs, outputs, wrt, cots, case.no_grad if case.order == 1 else [], checked=check)
@@ -77,6 +81,6 @@ class ReferenceBackend:
         if check:
             assert c.before is not None
             found = violations(c.transformed, c.before)
-            self._checked = (request, found)
+            self._checked = (weakref.ref(case.program), request, found)
             timings["invariants"] = time.perf_counter() - t1
         return BackendResult(grads, self.version, timings, None, found, ys)

@@ -148,7 +148,7 @@ class Block:
 class Program:
     """A top block whose arguments are the program's inputs, and a list of outputs."""
 
-    __slots__ = ("block", "outputs")
+    __slots__ = ("block", "outputs", "__weakref__")
 
     def __init__(self, inputs: Sequence[Value] = (), outputs: Sequence[Value] = ()) -> None:
         self.block = Block("main", inputs)
