@@ -55,7 +55,7 @@ import numpy as np
 
 from gradcert.conformance.areas import AREAS, Area, tests
 from gradcert.conformance.backends import resolve
-from gradcert.conformance.oracles import _setup
+from gradcert.conformance.oracles import _setup, normals
 from gradcert.conformance.reference_backend import ReferenceBackend
 from gradcert.conformance.search import _collected, _draw_and_check, draw, recorded_text
 from gradcert.conformance.session import Session
@@ -74,10 +74,9 @@ def fd_runs(case: Case) -> None:
     s = _setup(replace(case, evaluated=None, first_order=None))
     if not s.free:
         return
-    rng = np.random.default_rng(0)
     direction: list[np.ndarray | None] = [None] * len(s.inputs)
-    for k in s.free:
-        direction[case.wrt[k]] = rng.normal(size=case.inputs[case.wrt[k]].shape)
+    for k, v in zip(s.free, normals(0, [case.inputs[case.wrt[k]].shape for k in s.free])):
+        direction[case.wrt[k]] = v  # (the oracle's directions, made as it makes them)
     directional(s.program, s.inputs, direction, s.cotangents, s.held)
 
 

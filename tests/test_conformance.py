@@ -148,6 +148,26 @@ def test_reference_checks_the_invariants_once_for_a_run_of_one_request() -> None
     assert not ReferenceBackend().run(replace(case, cotangents=[3 * u for u in case.cotangents])).violations
 
 
+def test_directions_are_the_seeded_generators_normals_in_turn() -> None:
+    """The finite differences' directions (and the linearity check's other cotangents) are what
+    `default_rng(seed)` draws for each shape in turn, from a kept draw per seed or, past its
+    length, from a generator: the same numbers whichever way, and the caller's to change."""
+    from gradcert.conformance.oracles import _STREAM, normals
+
+    for seed in range(20):
+        shapes = [[(2, 3), (), (3,), (1, 3), (2, 1)][(seed + k) % 5] for k in range(1 + seed % 4)]
+        rng = np.random.default_rng(seed)
+        want = [rng.normal(size=shape) for shape in shapes]
+        got = normals(seed, shapes)
+        assert [g.shape for g in got] == shapes and all(np.array_equal(g, w) for g, w in zip(got, want))
+    big = [(3,), (_STREAM,)]  # past the kept draw
+    rng = np.random.default_rng(5)
+    assert all(np.array_equal(g, rng.normal(size=s)) for g, s in zip(normals(5, big), big))
+    got = normals(7, [(3,)])
+    got[0][:] = 0  # the caller's copy
+    assert normals(7, [(3,)])[0].any()
+
+
 def test_a_linearity_pass_keeps_the_error_measured(tmp_path: Path) -> None:
     """The cotangents area checks linearity after finite differences: its pass is on record with
     the finite differences' error, as every other area's (the report plots them)."""

@@ -13,7 +13,7 @@ from ..generators.case import Case
 from .api import BackendResult, Verdict
 from .areas import Area
 from .backends import resolve
-from .oracles import judge
+from .oracles import judge, normals
 from .oracles import reference as compare_reference
 from .reference_backend import ReferenceBackend
 from .results import ResultsFile
@@ -138,8 +138,7 @@ class Session:
     def _linearity(self, case: Case, got: BackendResult) -> Verdict:
         """g(u1) + g(u2) == g(u1 + u2): the gradients are linear in the cotangents."""
         assert case.cotangents is not None
-        rng = np.random.default_rng(self.seed + 1)
-        u2 = [rng.normal(size=u.shape) for u in case.cotangents]
+        u2 = normals(self.seed + 1, [u.shape for u in case.cotangents])
         second = self._run(replace(case, cotangents=u2))
         both = self._run(replace(case, cotangents=[a + b for a, b in zip(case.cotangents, u2)]))
         if isinstance(second, Outcome) or isinstance(both, Outcome):
