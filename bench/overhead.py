@@ -13,8 +13,9 @@ gradcert's time, two ways:
   area tests, each drawing its cases with the seeded generator (a failure is handed to hypothesis
   to shrink: conformance/search.py), a backend other than the reference runs isolated in a worker
   process. Time per check: from the first verdict written to the last, over the verdicts in
-  between, the mean of two runs. The floor of each verdict's case (parsed from its record) is
-  measured between the two, in a process of its own. Breakdown, from the session's own timings per
+  between, in each of three runs (`--rounds`). The floor of each verdict's case (parsed from its
+  record) is measured between each two runs, in a process of its own; each run's time over the
+  floors next to it, and the median of those ratios. Breakdown, from the session's own timings per
   verdict: backend (as the session runs it), oracles (expected gradients included), and the rest:
   drawing, shrinking (hypothesis), pytest and bookkeeping. (A pass is on record by its seeded
   draw, not its text: its case is drawn again here, `search.redraw`.)
@@ -29,8 +30,8 @@ gradcert's time, two ways:
 
 Ratios last (target: <= 1.5 on the reference and paddle backends).
 
-    python bench/overhead.py [--backends reference,paddle] [--profile certify] [--areas A,B] [--cases 600]
-                             [--instructions 100]
+    python bench/overhead.py [--backends reference,paddle] [--profile certify] [--areas A,B] [--rounds 3]
+                             [--cases 600] [--instructions 100]
 """
 
 from __future__ import annotations
@@ -258,10 +259,12 @@ def breakdown(timings: list[dict[str, float]], total: float, rest: str) -> dict[
     return parts
 
 
-def certify_path(name: str, profile: str, areas: str) -> float:
-    """Certify, the floors of its checks, certify again: per check, the mean of the two certify runs
-    (the same seeded cases) over the floors measured between them."""
-    spans = []
+def certify_path(name: str, profile: str, areas: str, rounds: int = 3) -> float:
+    """Certify `rounds` times, the floors of its checks between each two: each run's time per
+    check over the floors measured next to it (the mean of the two floor runs around it, for a
+    run between two), and the median of those ratios (the machine's speed drifts over a minute:
+    each ratio compares times taken side by side). The same seeded cases every run."""
+    spans, floors = [], []
     with tempfile.TemporaryDirectory() as d:
         wall, records = run_certify(name, profile, areas, 1, Path(d) / "first")
         judged = sorted((r for r in records if r.get("case_id")), key=lambda r: r["time"])
@@ -274,17 +277,26 @@ def certify_path(name: str, profile: str, areas: str) -> float:
         caps = resolve(name).capabilities  # a pass is on record by its draw: drawn again here
         texts = [recorded_text(r, caps) for r in runnable]
         path.write_text(json.dumps([[text, r["area"]] for text, r in zip(texts, runnable)]))
-        floors = list(resumable(name, "floors", len(runnable), "--cases-file", str(path)).values())
-        _, again = run_certify(name, profile, areas, 1, Path(d) / "again")
-        stamps = sorted(r["time"] for r in again if r.get("case_id"))
-        spans.append((stamps[-1] - stamps[0]) * n / (len(stamps) - 1))
-    span = sum(spans) / 2
+        for k in range(1, rounds):
+            measured = list(resumable(name, "floors", len(runnable), "--cases-file", str(path)).values())
+            floors.append(n * sum(measured) / len(measured))
+            _, again = run_certify(name, profile, areas, 1, Path(d) / f"again{k}")
+            stamps = sorted(r["time"] for r in again if r.get("case_id"))
+            spans.append((stamps[-1] - stamps[0]) * n / (len(stamps) - 1))
+    around = [floors[0], *((a + b) / 2 for a, b in zip(floors, floors[1:])), floors[-1]]
+    ratios = sorted(s / f for s, f in zip(spans, around))
+    span, floor = sum(spans) / len(spans), sum(floors) / len(floors)
     # where the first run's time went, in shares of the mean
     parts = breakdown([r["timings"] for r in judged[1:]], spans[0], "shrinking, pytest, bookkeeping")
     parts = {k: v * span / spans[0] for k, v in parts.items()}
     title = f"{name}, certify --profile {profile} --workers 1 ({len(judged)} verdicts, {wall:.0f} s wall)"
-    print(f"{name}, certify: the two runs {1e3 * spans[0] / n:.2f} and {1e3 * spans[1] / n:.2f} ms/check")
-    return show(title, span, n, n * sum(floors) / len(floors), parts)
+    print(
+        f"{name}, certify: runs {', '.join(f'{1e3 * s / n:.2f}' for s in spans)} ms/check, floors between them "
+        f"{', '.join(f'{1e3 * f / n:.2f}' for f in floors)} ms/check; each run over the floors next to it: "
+        f"{', '.join(f'{s / f:.2f}' for s, f in zip(spans, around))}"
+    )
+    show(title, span, n, floor, parts)
+    return ratios[len(ratios) // 2]
 
 
 def in_process(name: str, n: int) -> float:
@@ -315,6 +327,7 @@ def main() -> None:
     ap.add_argument("--profile", default="certify", help="certify's profile (cases per test)")
     ap.add_argument("--areas", default="", help="certify's areas (default: all)")
     ap.add_argument("--cases", type=int, default=600, help="checks in process")
+    ap.add_argument("--rounds", type=int, default=3, help="certify runs (floors measured between each two)")
     ap.add_argument(
         "--instructions",
         type=int,
@@ -338,7 +351,7 @@ def main() -> None:
         os._exit(0)
     ratios = {}
     for name in args.backends.split(","):
-        ratios[name, "certify"] = certify_path(name, args.profile, args.areas)
+        ratios[name, "certify"] = certify_path(name, args.profile, args.areas, args.rounds)
         ratios[name, "in process"] = in_process(name, args.cases)
         if args.instructions and name == "reference":  # (a framework under valgrind: many minutes)
             counted = instructions(name, args.instructions)
