@@ -16,7 +16,8 @@ NUMBER = r"-?\d+(\.\d+)?"
 
 BENCHES = {
     "overhead.py": (
-        ["--backends", "reference,paddle", "--profile", "quick", "--areas", "elementwise", "--cases", "10", "--rounds", "2"],
+        ["--backends", "reference,paddle", "--profile", "quick", "--areas", "elementwise"]
+        + ["--cases", "10", "--rounds", "2"],
         [
             f"ratio total / floor per check, {b}, {way}: {NUMBER}"
             for b in ("reference", "paddle")
