@@ -58,7 +58,7 @@ from gradcert.conformance.areas import AREAS, Area, tests
 from gradcert.conformance.backends import resolve
 from gradcert.conformance.oracles import _setup, normals
 from gradcert.conformance.reference_backend import ReferenceBackend
-from gradcert.conformance.search import _collected, _draw_and_check, draw, recorded_text
+from gradcert.conformance.search import draw, draw_and_check, recorded_text
 from gradcert.conformance.session import Session
 from gradcert.generators import Case, parse_case
 from gradcert.generators.choices import Seeded
@@ -168,8 +168,7 @@ def count_child(name: str, what: str, n: int) -> None:
             if what == "gen":
                 draw(Seeded(k), features, area.order, area.name)
             if what == "check" or k >= 10**6:
-                with _collected():
-                    _draw_and_check(s, test_id, area, features, 1, k)
+                draw_and_check(s, test_id, area, features, 1, k)
             if what == "floor" or k >= 10**6:
                 floor(backend, draw(Seeded(k), features, area.order, area.name), area.check)
         s.close()
@@ -216,7 +215,7 @@ def in_process_child(name: str, start: int, n: int) -> None:
     """Prints `row K {the session's timings, generation, total, floor}` for checks start..n-1, after
     20 untimed warm-up checks (first calls of kernels). Check K is certify's: the seeded search's
     draw K of the certify tests in turn (those the backend's capabilities allow), drawn and judged
-    as the search does (`search._draw_and_check`, the collector paused for the case and run at its
+    as the search does (`search.draw_and_check`, the collector paused for the case and run at its
     end). The floor runs on the same case drawn again (untimed), with the collector as Python
     sets it, as a loop of the backend alone would."""
     chosen = certify_tests(name)
@@ -230,8 +229,7 @@ def in_process_child(name: str, start: int, n: int) -> None:
             if k % 2:  # the floor first every other check: whichever runs first meets colder caches
                 f = floor(backend, draw(Seeded(k), features, area.order, area.name), area.check)
             t0 = time.perf_counter()
-            with _collected():
-                _draw_and_check(s, test_id, area, features, 1, k)  # a failing case (a Paddle finding) is a check too
+            draw_and_check(s, test_id, area, features, 1, k)  # a failing case (a Paddle finding) is a check too
             total = time.perf_counter() - t0
             if not k % 2:
                 f = floor(backend, draw(Seeded(k), features, area.order, area.name), area.check)

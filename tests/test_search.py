@@ -145,13 +145,13 @@ def test_a_failure_is_recorded_with_its_text(tmp_path: Path) -> None:
 
 def test_each_case_is_freed_at_its_end_not_left_to_a_later_collection(tmp_path: Path) -> None:
     """A case's programs are reference cycles: the search pauses the collector for a case and
-    collects them at its end, while they are young (search._collected); left to the collector's
+    collects them at its end, while they are young (search.draw_and_check); left to the collector's
     schedule they were found alive mid-case, moved to older generations, and lingered there until
     a rarer full collection. No op of a case judged outlives its case, and nothing the
     reference backend keeps between cases (the request it checked last) holds one."""
     import gc
 
-    from gradcert.conformance.search import _collected, _draw_and_check
+    from gradcert.conformance.search import draw_and_check
     from gradcert.conformance.test_while import test_while_mixed as test
     from gradcert.reference.ir import Operation
 
@@ -163,8 +163,7 @@ def test_each_case_is_freed_at_its_end_not_left_to_a_later_collection(tmp_path: 
     gc.collect()
     before = ops()
     for k in range(20):  # (each case makes programs: the case's, its backward program, ...)
-        with _collected():
-            _draw_and_check(s, "t", spec, features, 1, k)
+        draw_and_check(s, "t", spec, features, 1, k)
         assert ops() == before, k
     Search(40, True).run(s, "u", spec, features, "k", lambda: _draw(features, spec.order))
     assert gc.isenabled() and len(s.done) == 60 and ops() == before

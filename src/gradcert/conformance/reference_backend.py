@@ -35,7 +35,7 @@ class ReferenceBackend:
         a run of such requests (a linearity check makes three)."""
         self.listing = listing
         # (the program, by a weak reference: a strong one kept each case's programs alive into the
-        # next case, past the collection that frees them young: search._collected; the rest of
+        # next case, past the collection that frees them young: search.draw_and_check; the rest of
         # the request; its violations)
         self._checked: tuple[weakref.ref[Program], tuple[object, ...], list[str]] | None = None
 

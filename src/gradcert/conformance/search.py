@@ -16,17 +16,16 @@ The hand-over uses hypothesis's database format (`hypothesis.database.choices_to
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import hashlib
 import os
 import time
 import unittest
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .. import collector
 from ..generators.build import Generator
 from ..generators.case import Case
 from ..generators.choices import Chooser, Seeded, Simplest
@@ -74,8 +73,7 @@ class Search:
     ) -> tuple[CaseFailed | None, list[int]]:
         base = int.from_bytes(hashlib.sha256(key.encode()).digest()[:6] if self.derandomize else os.urandom(6))
         for k in range(self.examples):
-            with _collected():
-                found = _draw_and_check(session, test_id, area, features, k, (base << 24) + k)
+            found = draw_and_check(session, test_id, area, features, k, (base << 24) + k)
             if found is not None:
                 return found
         return None, []
@@ -107,11 +105,25 @@ class Search:
             pass  # the database held nothing for this test
 
 
-def _draw_and_check(
+def draw_and_check(
     session: Session, test_id: str, area: Area, features: Features, k: int, seed: int
 ) -> tuple[CaseFailed, list[int]] | None:
-    """Draw case `k` of a test's search and judge it (in a frame of its own: the case is garbage
-    once it returns). A failure, with the choices that drew it."""
+    """Draw case `k` of a test's search (`seed`) and judge it; a failure, with the choices that
+    drew it.
+
+    One case at a time for the cyclic collector: a case's programs are cycles (values and ops
+    point at each other) that only it frees. Left to itself it ran mid-case, found the case's
+    programs alive and moved them to older generations, where they turned to garbage that only
+    the rarer, slower collections freed: 1.3 s of a 13 s certify run on the reference. Paused for
+    the case and run at its end, when the case is garbage (drawn and judged in a frame of its own,
+    gone by then), it finds all of it young: 0.5 s (`gc.callbacks`; README, Overhead)."""
+    with collector.paused(collect_young=True):
+        return _draw_and_judge(session, test_id, area, features, k, seed)
+
+
+def _draw_and_judge(
+    session: Session, test_id: str, area: Area, features: Features, k: int, seed: int
+) -> tuple[CaseFailed, list[int]] | None:
     t = time.perf_counter()
     chooser = Seeded(seed) if k else Simplest()  # first the smallest case, as hypothesis
     case = draw(chooser, features, area.order, area.name)
@@ -120,27 +132,6 @@ def _draw_and_check(
     except CaseFailed as e:
         return e, chooser.choices
     return None
-
-
-@contextlib.contextmanager
-def _collected() -> Iterator[None]:
-    """One case without the cyclic collector, then a collection of the youngest generation.
-
-    A case's programs are cycles (values and ops point at each other) that only the collector
-    frees. Left to itself it runs every 700 allocations, mid-case, finds the case's programs alive
-    and moves them to older generations, where they turn to garbage that only the rarer, slower
-    collections free: 1.3 s of a 13 s certify run on the reference went to the collector, a
-    third of it in full collections. Collected at the case's end, its garbage is all young: 0.5 s
-    (`gc.callbacks`; README, Overhead). A collector the caller turned off stays off."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-        gc.collect(0)
 
 
 def draw(chooser: Chooser, features: Features, order: int, area: str = "") -> Case:

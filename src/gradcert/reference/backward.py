@@ -19,13 +19,12 @@ op's VJP rule for its inputs' cotangents, and accumulates them. Each mechanism i
 
 from __future__ import annotations
 
-import gc
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..collector import paused
 from . import prune
 from .builder import Builder
 from .ir import Block, Operation, Program, Value
@@ -373,22 +372,11 @@ def grad(
     """
     cot = list(grad_outputs) if grad_outputs is not None else [None] * len(outputs)
     _check_cotangents(outputs, cot)
-    with _gc_paused():
-        return _grad(program, outputs, inputs, list(cot), no_grad)
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    # The transform allocates many small, long-lived objects (ops, values, use lists), which makes
+    # The transform allocates many small, long-lived objects (ops, values, use lists), which made
     # the cyclic collector rescan the growing program again and again: measured 1.5x slower per op
     # at 12,800 ops than at 100 (bench/backward_scaling.py). Nothing it makes is garbage meanwhile.
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
+    with paused():
+        return _grad(program, outputs, inputs, list(cot), no_grad)
 
 
 def _grad(
