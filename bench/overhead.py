@@ -338,6 +338,8 @@ def main() -> None:
     ap.add_argument("--cases-file", help=argparse.SUPPRESS)
     ap.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.rounds < 2:
+        ap.error("--rounds: at least 2 (the floors are measured between certify runs)")
     if args.child:
         if args.child == "floors":
             floors_child(args.backends, args.cases_file, args.start)
