@@ -19,10 +19,10 @@ gradcert's time, two ways:
   verdict: backend (as the session runs it), oracles (expected gradients included), and the rest:
   drawing, shrinking (hypothesis), pytest and bookkeeping. (A pass is on record by its seeded
   draw, not its text: its case is drawn again here, `search.redraw`.)
-- in process: the same checks without pytest: the seeded search's draws of every certify test in turn
-  (`search.draw`) and `Session.check`, in this process, each case timed both ways, interleaved,
-  the floor before the check every other case (what runs first on a new case meets colder caches:
-  that order alone moved the ratio by a tenth).
+- in process: the same checks without pytest: the seeded search's draws of every certify test in turn,
+  drawn and judged as the search does (`search.draw_and_check`), in this process, each case timed
+  both ways, the two sides in turn in blocks of 50 cases (`--block`), the side that goes first
+  alternating (`in_process_child` says why in blocks and not case by case).
   Breakdown: generation, backend, reference, oracles, bookkeeping; and the ratio per area.
 - in instructions (`--instructions N`, the reference only, needs valgrind): the in-process way's
   work counted by callgrind, each part in a run of its own: a figure the machine's load cannot move
@@ -31,7 +31,7 @@ gradcert's time, two ways:
 Ratios last (target: <= 1.5 on the reference and paddle backends).
 
     python bench/overhead.py [--backends reference,paddle] [--profile certify] [--areas A,B] [--rounds 3]
-                             [--cases 600] [--instructions 100]
+                             [--cases 1200] [--block 50] [--instructions 100]
 """
 
 from __future__ import annotations
@@ -119,17 +119,21 @@ def floor(backend: Callable[[Case], None], case: Case, check: str) -> float:
 def resumable(name: str, mode: str, n: int, *args: str) -> dict[int, Any]:
     """Rows `row K JSON` for K in 0..n-1, measured by a child process (`--child MODE`), in process
     there: a case may crash a backend's native code (Paddle, now and then, not repeatably); the
-    child is then started again past that case, which is left out."""
+    child is then started again past that case (the last it said `at K` of), which is left out,
+    with the rest of its block for a child that reports a block at a time."""
     rows: dict[int, Any] = {}
     start = 0
     while start < n:
         cmd = [sys.executable, __file__, "--backends", name, "--child", mode, "--start", str(start), *args]
         out = subprocess.run(cmd, capture_output=True, text=True).stdout
+        begun = start  # (a child that died warming up: past its first case)
         for line in out.splitlines():
             if line.startswith("row "):
                 _, k, value = line.split(" ", 2)
                 rows[int(k)] = json.loads(value)
-        start = max(rows, default=start - 1) + 2  # past the last row and the case that crashed
+            elif line.startswith("at "):
+                begun = max(begun, int(line[3:]))
+        start = begun + 1
     return rows
 
 
@@ -141,6 +145,7 @@ def floors_child(name: str, path: str, start: int) -> None:
     for case, check in cases[start : start + 20]:  # warm-up: first calls of kernels and of the framework
         floor(backend, case, check)
     for k in range(start, len(cases)):
+        print(f"at {k}", flush=True)
         print(f"row {k} {floor(backend, *cases[k])!r}", flush=True)
 
 
@@ -211,32 +216,60 @@ def instructions(name: str, n: int) -> float | None:
     return total / fl
 
 
-def in_process_child(name: str, start: int, n: int) -> None:
+def in_process_child(name: str, start: int, n: int, block: int) -> None:
     """Prints `row K {the session's timings, generation, total, floor}` for checks start..n-1, after
-    20 untimed warm-up checks (first calls of kernels). Check K is certify's: the seeded search's
-    draw K of the certify tests in turn (those the backend's capabilities allow), drawn and judged
-    as the search does (`search.draw_and_check`, the collector paused for the case and run at its
-    end). The floor runs on the same case drawn again (untimed), with the collector as Python
-    sets it, as a loop of the backend alone would."""
+    a warm-up block (first calls of kernels). Check K is certify's: the seeded search's draw K of
+    the certify tests in turn (those the backend's capabilities allow), drawn and judged as the
+    search does (`search.draw_and_check`, the collector paused for the case and run at its end).
+
+    The two sides run in blocks of `block` cases, each side in a loop of its own for the block, as
+    each runs for real (certify judges case after case; a loop of the backend alone computes floor
+    after floor), the side that goes first alternating from block to block, so that the machine's
+    drift meets both alike. Case by case (`block` 1) each side ran right after the other, and that
+    was not neutral: the check's collection at its case's end also collected the floor's cyclic
+    garbage left in the young generation (510 objects a check after a floor, 328 in a loop of
+    checks: `gc.callbacks`), and the check's own code (generator, verifier, invariants, results
+    line) was cold after a floor, where the floor's code, all of it the check's too, was warm after
+    a check. Case by case the reference's ratio came out 1.54 and 1.55, in blocks of 50 1.48 and
+    1.42, of 300 1.47 and 1.31 (1,200 checks, alternated in one run). The floor's cases are drawn
+    (untimed) at the block's start and frozen for the collector, as the certify way's floors are
+    parsed and frozen (`floors_child`); the floor's collector runs as Python sets it."""
     chosen = certify_tests(name)
     with tempfile.TemporaryDirectory() as d:
         s = Session(name, Path(d) / "r.jsonl", Path(d) / "f", isolate=False)
         gc.freeze()  # as the plugin does once a worker's session is up
         backend = floor_backend(name)
-        for k in [*range(10**6 + start, 10**6 + start + 20), *range(start, n)]:
-            test_id, area, features = chosen[k % len(chosen)]
-            judged = len(s.judged)
-            if k % 2:  # the floor first every other check: whichever runs first meets colder caches
-                f = floor(backend, draw(Seeded(k), features, area.order, area.name), area.check)
-            t0 = time.perf_counter()
-            draw_and_check(s, test_id, area, features, 1, k)  # a failing case (a Paddle finding) is a check too
-            total = time.perf_counter() - t0
-            if not k % 2:
-                f = floor(backend, draw(Seeded(k), features, area.order, area.name), area.check)
-            record = next(reversed(s.done.values()))
-            if k < 10**6 and len(s.judged) > judged:  # (a case drawn twice is judged once)
-                row = {"area": area.name, **record["timings"], "total": total, "floor": f}
-                print(f"row {k} {json.dumps(row)}", flush=True)
+        warm = range(10**6 + start, 10**6 + start + 20)
+        blocks = [warm, *(range(k, min(k + block, n)) for k in range(start, n, block))]
+        for b, ks in enumerate(blocks):
+            cases = [(k, *chosen[k % len(chosen)]) for k in ks]
+            drawn = [draw(Seeded(k), features, area.order, area.name) for k, _, area, features in cases]
+            gc.freeze()  # (the floor's cases: not the collector's work in a loop of the backend alone)
+            floors = [0.0] * len(cases)
+            rows: list[dict[str, Any] | None] = [None] * len(cases)
+
+            def floor_side() -> None:
+                for i, ((k, _, area, _), case) in enumerate(zip(cases, drawn)):
+                    if b:  # (not in the warm-up)
+                        print(f"at {k}", flush=True)
+                    floors[i] = floor(backend, case, area.check)
+
+            def check_side() -> None:
+                for i, (k, test_id, area, features) in enumerate(cases):
+                    if b:
+                        print(f"at {k}", flush=True)
+                    judged = len(s.judged)
+                    t0 = time.perf_counter()
+                    draw_and_check(s, test_id, area, features, 1, k)  # a failing case (a Paddle finding) counts too
+                    total = time.perf_counter() - t0
+                    if len(s.judged) > judged:  # (a case drawn twice is judged once)
+                        rows[i] = {"area": area.name, **next(reversed(s.done.values()))["timings"], "total": total}
+
+            for side in (floor_side, check_side) if b % 2 else (check_side, floor_side):
+                side()
+            for (k, *_), row, f in zip(cases, rows, floors):
+                if b and row is not None:
+                    print(f"row {k} {json.dumps({**row, 'floor': f})}", flush=True)
         s.close()
 
 
@@ -297,8 +330,8 @@ def certify_path(name: str, profile: str, areas: str, rounds: int = 3) -> float:
     return ratios[len(ratios) // 2]
 
 
-def in_process(name: str, n: int) -> float:
-    rows = list(resumable(name, "in_process", n, "--cases", str(n)).values())
+def in_process(name: str, n: int, block: int) -> float:
+    rows = list(resumable(name, "in_process", n, "--cases", str(n), "--block", str(block)).values())
     per_area: dict[str, list[float]] = {}  # area: [total, floor]
     for r in rows:
         sums = per_area.setdefault(r.pop("area"), [0.0, 0.0])
@@ -324,7 +357,8 @@ def main() -> None:
     ap.add_argument("--backends", default="reference,paddle")
     ap.add_argument("--profile", default="certify", help="certify's profile (cases per test)")
     ap.add_argument("--areas", default="", help="certify's areas (default: all)")
-    ap.add_argument("--cases", type=int, default=600, help="checks in process")
+    ap.add_argument("--cases", type=int, default=1200, help="checks in process")
+    ap.add_argument("--block", type=int, default=50, help="checks in process: cases per side in turn")
     ap.add_argument("--rounds", type=int, default=3, help="certify runs (floors measured between each two)")
     ap.add_argument(
         "--instructions",
@@ -340,19 +374,21 @@ def main() -> None:
     args = ap.parse_args()
     if args.rounds < 2:
         ap.error("--rounds: at least 2 (the floors are measured between certify runs)")
+    if args.block < 1:
+        ap.error("--block: at least 1")
     if args.child:
         if args.child == "floors":
             floors_child(args.backends, args.cases_file, args.start)
         elif args.child == "count":
             count_child(args.backends, args.what, args.cases)
         else:
-            in_process_child(args.backends, args.start, args.cases)
+            in_process_child(args.backends, args.start, args.cases, args.block)
         sys.stdout.flush()
         os._exit(0)
     ratios = {}
     for name in args.backends.split(","):
         ratios[name, "certify"] = certify_path(name, args.profile, args.areas, args.rounds)
-        ratios[name, "in process"] = in_process(name, args.cases)
+        ratios[name, "in process"] = in_process(name, args.cases, args.block)
         if args.instructions and name == "reference":  # (a framework under valgrind: many minutes)
             counted = instructions(name, args.instructions)
             if counted is not None:

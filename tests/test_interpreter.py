@@ -24,6 +24,14 @@ def test_examples_agree_between_numpy_and_array_api_strict(example) -> None:  # 
     assert [(op, d) for op, d in a.trace] == [(op, d) for op, d in b.trace]
 
 
+def test_to_numpy_makes_a_numpy_scalar_a_0d_array_of_its_value_and_dtype() -> None:
+    # (NumPy reductions and ufuncs of 0-d arrays return scalars; a kink's side is one)
+    for x in (np.float64(-1.0), np.float32(0.5), np.int64(3), np.bool_(True)):
+        got = to_numpy(x)
+        assert isinstance(got, np.ndarray) and got.shape == () and got.dtype == x.dtype and got == x
+        assert got.tobytes() == np.asarray(x).tobytes()
+
+
 def test_inplace_overwrites_and_inputs_are_not_touched() -> None:
     p = parse_program("program(%x: f64[3]) {\n  %a = exp(%x) : f64[3]\n  %b = tanh_(%a) : f64[3]\n  return %b\n}\n")
     x = np.array([0.1, 0.2, 0.3])
