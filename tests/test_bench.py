@@ -25,10 +25,13 @@ BENCHES = {
         ],
     ),
     "scaling.py": (
-        ["--backends", "reference", "--profile", "quick", "--areas", "elementwise", "--repeat", "1"],
+        ["--backends", "reference", "--profile", "quick", "--areas", "elementwise", "--repeat", "1", "--ceiling", "40"],
         [
-            f"ratio throughput 2 workers / 1 worker, {kind} \\(reference, quick\\): {NUMBER}"
-            for kind in ("end to end", "steady")
+            *(
+                f"ratio throughput 2 workers / 1 worker, {kind} \\(reference, quick\\): {NUMBER}"
+                for kind in ("end to end", "steady")
+            ),
+            f"ratio 2 processes / 1 process of in-process reference checks \\(the machine's ceiling\\): {NUMBER}",
         ],
     ),
     "vs_gradcheck.py": (
