@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcert.conformance.areas import AREAS, Area, tests
+from gradcert.conformance.areas import AREAS
 from gradcert.conformance.backends import resolve
 from gradcert.conformance.oracles import _setup, normals
 from gradcert.conformance.reference_backend import ReferenceBackend
@@ -62,9 +62,8 @@ from gradcert.conformance.search import draw, draw_and_check, recorded_text
 from gradcert.conformance.session import Session
 from gradcert.generators import Case, parse_case
 from gradcert.generators.choices import Seeded
-from gradcert.generators.features import Features
 from gradcert.reference.finite_diff import directional
-from scaling import run_certify
+from scaling import certify_tests, run_certify
 
 
 def fd_runs(case: Case) -> None:
@@ -147,16 +146,6 @@ def floors_child(name: str, path: str, start: int) -> None:
     for k in range(start, len(cases)):
         print(f"at {k}", flush=True)
         print(f"row {k} {floor(backend, *cases[k])!r}", flush=True)
-
-
-def certify_tests(name: str) -> list[tuple[str, Area, Features]]:
-    """The certify tests the backend's capabilities allow: id, area, features (narrowed)."""
-    caps = resolve(name).capabilities
-    return [
-        (test_id, t._gradcert_area, t._gradcert_features.narrow(caps))  # type: ignore[attr-defined]
-        for test_id, t in tests().items()
-        if t._gradcert_area.needs <= caps  # type: ignore[attr-defined]
-    ]
 
 
 def count_child(name: str, what: str, n: int) -> None:

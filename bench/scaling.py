@@ -59,20 +59,26 @@ def certify(backend: str, profile: str, areas: str, workers: int) -> tuple[float
         return dt, max(stamps) - min(stamps), len(stamps)
 
 
+def certify_tests(name: str) -> list[tuple[str, Any, Any]]:
+    """The certify tests the backend's capabilities allow: id, area, features (narrowed)."""
+    from gradcert.conformance.areas import tests
+    from gradcert.conformance.backends import resolve
+
+    caps = resolve(name).capabilities
+    return [
+        (test_id, t._gradcert_area, t._gradcert_features.narrow(caps))
+        for test_id, t in tests().items()
+        if t._gradcert_area.needs <= caps
+    ]
+
+
 def ceiling_child(n: int) -> None:
     """Judges certify's reference checks 0..n-1 in this process, after 20 untimed warm-up checks and
     a `go` line on stdin; prints `loop SECONDS`."""
-    from gradcert.conformance.areas import tests
-    from gradcert.conformance.reference_backend import ReferenceBackend
     from gradcert.conformance.search import draw_and_check
     from gradcert.conformance.session import Session
 
-    caps = ReferenceBackend.capabilities
-    chosen = [
-        (test_id, t._gradcert_area, t._gradcert_features.narrow(caps))  # type: ignore[attr-defined]
-        for test_id, t in tests().items()
-        if t._gradcert_area.needs <= caps  # type: ignore[attr-defined]
-    ]
+    chosen = certify_tests("reference")
     with tempfile.TemporaryDirectory() as d:
         s = Session("reference", Path(d) / "r.jsonl", Path(d) / "f", isolate=False)
         gc.freeze()  # as certify's plugin does once a worker's session is up
@@ -121,6 +127,8 @@ def main() -> None:
     ap.add_argument("--ceiling", type=int, default=2000, help="reference checks for the machine's own ratio (0: none)")
     ap.add_argument("--child-ceiling", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.ceiling == 1:
+        ap.error("--ceiling: 0 (none) or at least 2 (half of them in each of two processes)")
     if args.child_ceiling is not None:
         ceiling_child(args.child_ceiling)
         return
