@@ -220,7 +220,8 @@ def in_process_child(name: str, start: int, n: int, block: int) -> None:
     checks: `gc.callbacks`), and the check's own code (generator, verifier, invariants, results
     line) was cold after a floor, where the floor's code, all of it the check's too, was warm after
     a check. Case by case the reference's ratio came out 1.54 and 1.55, in blocks of 50 1.48 and
-    1.42, of 300 1.47 and 1.31 (1,200 checks, alternated in one run). The floor's cases are drawn
+    1.42, of 300 1.47 and 1.31 (1,200 checks, alternated in one run); later runs in blocks of 50
+    gave 1.44 to 1.52, as much as the machine's drift moves a run. The floor's cases are drawn
     (untimed) at the block's start and frozen for the collector, as the certify way's floors are
     parsed and frozen (`floors_child`); the floor's collector runs as Python sets it."""
     chosen = certify_tests(name)
