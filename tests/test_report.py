@@ -121,3 +121,53 @@ def test_json_summary_and_junit_beside_it(report: Path) -> None:
 def test_report_of_a_missing_results_file_is_exit_2(tmp_path: Path) -> None:
     r = cli(tmp_path, "report", "nope.jsonl")
     assert r.returncode == 2 and r.stderr.strip() == "gradcert: error: nope.jsonl: no such results file"
+
+
+def test_junit_holds_any_message_a_backend_gives(tmp_path: Path) -> None:
+    """Markup, quotes, newlines and control characters in a backend's message or a case's text:
+    the file parses, and a reader gets each back (control characters left out: XML 1.0 has none)."""
+    from gradcert.reports.writers import write_junit
+
+    base = {"backend": "b&<x>", "area": "elementwise", "test_id": "test_e.py::t", "timings": {"total": 0.5}}
+    records = [
+        {**base, "case_id": "c1", "status": "fail", "oracle": "fd", "message": 'got "1" <\x01> & \'2\'\n\tdone',
+         "case": "%y = sin(%x)  # a < b & c\x1b\n---\nrest", "replay": "gradcert replay f.case"},
+        {**base, "case_id": "c2", "status": "crash", "message": "SIGSEGV\r\n"},
+        {**base, "case_id": "c3", "status": "unsupported", "message": "lacks while"},
+        {**base, "case_id": "c4", "status": "pass", "message": ""},
+    ]  # fmt: skip
+    root = ET.parse(write_junit(records, tmp_path / "j.xml")).getroot()
+    (suite,) = root
+    assert suite.get("name") == "b&<x>.elementwise"
+    assert [suite.get(k) for k in ("tests", "failures", "errors", "skipped")] == ["4", "1", "1", "1"]
+    fail, crash, skipped, passed = suite
+    assert fail.get("name") == "test_e.py::t[c1]" and fail.get("time") == "0.5000"
+    (f,) = fail
+    assert f.tag == "failure" and f.get("message") == "fd: got \"1\" <> & '2'\n\tdone"
+    assert f.text == "%y = sin(%x)  # a < b & c\n\nreplay: gradcert replay f.case"
+    assert [(e.tag, e.get("type"), e.get("message")) for e in crash] == [("error", "crash", "crash: SIGSEGV\r\n")]
+    assert [(e.tag, e.get("message")) for e in skipped] == [("skipped", "unsupported: lacks while")]
+    assert list(passed) == []
+
+
+def test_a_report_is_written_where_the_template_cache_cannot_be(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compiled template is cached in the temporary folder; a folder that cannot hold it (here
+    a file where the folder should be) costs the compile, not the report."""
+    import tempfile
+
+    from gradcert.reports import html
+
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    monkeypatch.setattr(tempfile, "tempdir", str(blocked))
+    html._environment.cache_clear()
+    try:
+        assert html._environment().bytecode_cache is None
+        cache = html._Cache(str(blocked))  # made, but every write fails
+        html._environment().bytecode_cache = cache
+        page = html.render([{"backend": "b", "area": "elementwise", "status": "pass", "test_id": "t", "case_id": "c"}])
+    finally:
+        html._environment.cache_clear()
+    assert "<table" in page and "elementwise" in page
