@@ -248,12 +248,12 @@ def in_process_child(name: str, start: int, n: int, block: int) -> None:
                 for i, (k, test_id, area, features) in enumerate(cases):
                     if b:
                         print(f"at {k}", flush=True)
-                    judged = len(s.judged)
+                    judged = len(s.done)
                     t0 = time.perf_counter()
                     draw_and_check(s, test_id, area, features, 1, k)  # a failing case (a Paddle finding) counts too
                     total = time.perf_counter() - t0
-                    if len(s.judged) > judged:  # (a case drawn twice is judged once)
-                        rows[i] = {"area": area.name, **next(reversed(s.done.values()))["timings"], "total": total}
+                    if len(s.done) > judged:  # (a case drawn twice is judged once)
+                        rows[i] = {"area": area.name, **s.last["timings"], "total": total}
 
             for side in (floor_side, check_side) if b % 2 else (check_side, floor_side):
                 side()

@@ -50,6 +50,13 @@ BENCHES = {
     ),
     "generation.py": (["--draws", "40"], [f"ratio fast path / hypothesis draws per second: {NUMBER}"]),
     "fuzz_reference.py": (["--cases", "40"], [r"false alarms: 0; invalid rate: \d+\.\d+%"]),
+    "memory.py": (
+        ["--checks", "100"],
+        [
+            f"ratio held per verdict / record held whole, a session: {NUMBER}",
+            f"ratio held per case / record held whole, the report: {NUMBER}",
+        ],
+    ),
 }
 
 

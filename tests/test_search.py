@@ -15,6 +15,7 @@ from gradcert.conformance.api import BackendResult
 from gradcert.conformance.areas import AREAS, _draw
 from gradcert.conformance.areas import tests as certify_tests
 from gradcert.conformance.reference_backend import ReferenceBackend
+from gradcert.conformance.results import read_records
 from gradcert.conformance.runner import InProcess
 from gradcert.conformance.search import Search, _handed, _to_bytes, draw
 from gradcert.conformance.session import CaseFailed, Session
@@ -93,13 +94,14 @@ def test_a_failure_found_is_shrunk_and_one_not_seen_again_is_reported_as_found(t
         with pytest.raises(CaseFailed) as shrunk:
             Search(50, True)._hypothesis(s, "t", spec, f"k{key}", strategy, _handed(_to_bytes(chooser.choices), None))
         s.close()
-        sizes = [r["size"] for r in s.done.values() if r["status"] == "fail"]
+        sizes = [r["size"] for r in read_records([s.results.path]) if r["status"] == "fail"]
         assert sizes[0] >= 4 and min(sizes) == 1, (key, sizes)  # shrunk to the sin alone
         assert "= sin(%x0)" in str(shrunk.value) and "replay: gradcert replay" in str(shrunk.value)
     s = session(tmp_path / "b", FailsOnce())
     with pytest.raises(CaseFailed) as found:
         Search(50, True).run(s, "t", spec, features, "k", lambda: strategy)
-    first = next(r for r in s.done.values() if r["status"] == "fail")
+    s.close()
+    first = next(r for r in read_records([s.results.path]) if r["status"] == "fail")
     assert first["size"] > 1 and first["case"].split("---")[0] in str(found.value)
 
 
@@ -112,7 +114,6 @@ class Recording(Session):
 
 
 def test_a_pass_is_recorded_by_its_draw_and_drawn_again_from_it(tmp_path: Path) -> None:
-    from gradcert.conformance.results import read_records
     from gradcert.conformance.search import redraw
     from gradcert.conformance.test_while import test_while_mixed as test
 
@@ -138,7 +139,7 @@ def test_a_failure_is_recorded_with_its_text(tmp_path: Path) -> None:
     with pytest.raises(CaseFailed):
         Search(50, True, shrink=False).run(s, "t", spec, features, "k", lambda: _draw(features, spec.order))
     s.close()
-    failed = [r for r in s.done.values() if r["status"] == "fail"]
+    failed = [r for r in read_records([s.results.path]) if r["status"] == "fail"]
     assert len(failed) == 1 and failed[0]["draw"].startswith("seed:")
     assert failed[0]["case_id"] in failed[0]["case_file"] and "---" in failed[0]["case"]
 
@@ -174,3 +175,35 @@ def test_each_case_is_freed_at_its_end_not_left_to_a_later_collection(tmp_path: 
     finally:
         gc.enable()
     s.close()
+
+
+def test_a_session_holds_each_verdict_not_its_record(tmp_path: Path) -> None:
+    """A session remembers every verdict it gave (a case met again is not judged again), for as
+    long as it runs: an hour's fuzzing is millions. It holds the verdict, not the record (1.6 kB
+    a verdict, then: 7 GB a worker's night): after as many checks to fill the caches (kernels,
+    signatures), 300 more hold under half of that (tracemalloc; bench/memory.py)."""
+    import gc
+    import tracemalloc
+
+    from gradcert.conformance.search import draw_and_check
+
+    chosen = [(tid, t._gradcert_area, t._gradcert_features) for tid, t in certify_tests().items()]
+    s = Session("reference", tmp_path / "r.jsonl", tmp_path / "f", isolate=False)
+
+    def checks(start: int) -> None:
+        for k in range(start, start + 300):
+            test_id, area, features = chosen[k % len(chosen)]
+            draw_and_check(s, test_id, area, features, 1, k)
+
+    checks(10**6)
+    tracemalloc.start()
+    try:
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        checks(0)
+        gc.collect()
+        per_verdict = (tracemalloc.get_traced_memory()[0] - before) / 300
+    finally:
+        tracemalloc.stop()
+        s.close()
+    assert len(s.done) == 600 and per_verdict < 800, per_verdict

@@ -11,6 +11,7 @@ if TYPE_CHECKING:  # (annotations only: certify's own process and the report imp
     from ..generators.case import Case
 
 STATUSES = ("pass", "fail", "invalid", "unsupported", "error", "crash", "timeout")
+FAILING = ("fail", "error", "crash", "timeout")  # the verdicts that fail a test
 
 
 class Unsupported(Exception):

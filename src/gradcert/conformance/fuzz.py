@@ -11,6 +11,7 @@ everything written stays; running again resumes (finished cases are skipped, fai
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -22,10 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from ..generators.case import parse_case
-from .api import STATUSES
+from .api import FAILING, STATUSES
 from .areas import AREAS, PYTEST_ENV, command_line
 from .results import read_records
-from .session import FAILING
 
 TESTS_PER_AREA = 2
 
@@ -78,11 +78,15 @@ def run(args: Any) -> int:
             proc.kill()
     _progress(follow, t0, total)
     sys.stderr.write("\n")
-    records = list(read_records([results]))[offset:]
-    counts = Counter(r["status"] for r in records)
-    new = _dedupe([r for r in records if r["status"] in FAILING], findings, known)
+    counts: Counter[str] = Counter()
+    failures = []
+    for r in itertools.islice(read_records([results]), offset, None):  # (read as a stream: a night's are gigabytes)
+        counts[r["status"]] += 1
+        if r["status"] in FAILING:
+            failures.append(r)
+    new = _dedupe(failures, findings, known)
     print(
-        f"fuzz {args.backend}: {len(records)} cases in {time.monotonic() - t0:.0f} s: "
+        f"fuzz {args.backend}: {counts.total()} cases in {time.monotonic() - t0:.0f} s: "
         + ", ".join(f"{s} {counts[s]}" for s in STATUSES if counts[s])
     )
     for sig, path in new.items():

@@ -36,25 +36,30 @@ class ResultsFile:
             os.close(self._fd)
             self._fd = None
 
-    def finished(self) -> dict[tuple[str, str], dict[str, Any]]:
-        """(test id, case id) -> record, for every verdict already written."""
-        return {(r["test_id"], r["case_id"]): r for r in read_records([self.path]) if "case_id" in r}
+    def finished(self) -> Iterator[tuple[tuple[str, str], tuple[str, str, str]]]:
+        """((test id, case id), (status, oracle, message)) of every verdict already written, in order."""
+        for r in read_records([self.path]):
+            if "case_id" in r:
+                yield (r["test_id"], r["case_id"]), (r["status"], r.get("oracle", ""), r.get("message", ""))
 
 
 def read_records(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
-    """Every record of the files; a torn last line (a killed writer) is skipped, any other bad
-    line is an error naming file and line."""
+    """Every record of the files, read line by line (a night's fuzzing writes gigabytes); a torn
+    last line (a killed writer) is skipped, any other bad line is an error naming file and line."""
     for p in paths:
         path = Path(p)
         if not path.exists():
             continue
-        lines = path.read_text().splitlines()
-        for n, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError as e:
-                if n == len(lines):
+        with open(path, encoding="utf-8") as f:
+            bad: tuple[int, str] | None = None  # a line that is not a record: torn, if it is the last
+            for n, line in enumerate(f, 1):
+                if bad is not None:
+                    raise ResultsFileError(f"{path}:{bad[0]}: not a JSON record: {bad[1]}")
+                if not line.strip():
                     continue
-                raise ResultsFileError(f"{path}:{n}: not a JSON record: {e.msg}") from None
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as e:
+                    bad = (n, e.msg)
+                    continue
+                yield record

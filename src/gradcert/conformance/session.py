@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..generators.case import Case
-from .api import BackendResult, Verdict
+from .api import FAILING, BackendResult, Verdict
 from .areas import Area
 from .backends import resolve
 from .oracles import judge, normals
@@ -18,8 +18,6 @@ from .oracles import reference as compare_reference
 from .reference_backend import ReferenceBackend
 from .results import ResultsFile
 from .runner import InProcess, Isolated, Outcome
-
-FAILING = ("fail", "error", "crash", "timeout")
 
 
 class CaseFailed(AssertionError):
@@ -48,12 +46,20 @@ class Session:
         self.reference = ReferenceBackend(listing=False)  # the expected gradients only
         self.results = ResultsFile(results) if results is not None else None
         self.findings = Path(findings)
-        self.done = self.results.finished() if self.results is not None else {}
+        # (test id, case id) -> (status, oracle, message): the verdicts this session gave, and those
+        # on record from an earlier run (resumed); the verdict alone, not its record (3.2 kB held a
+        # verdict, 7 GB in a worker's night of fuzzing; now 0.3 kB: bench/memory.py)
+        self._verdicts: dict[tuple[str, str, str], tuple[str, str, str]] = {}  # (passes share a handful)
+        self.done: dict[tuple[str, str], tuple[str, str, str]] = {}
+        self.earlier: dict[tuple[str, str], tuple[str, str, str]] = {}
+        if self.results is not None:
+            for key, verdict in self.results.finished():
+                self.earlier[key] = self._verdict(*verdict)  # (the last of a case's, where it has several)
+        self.last: dict[str, Any] | None = None  # the record of the last verdict written
         # Tests whose backend crashed or hung: hypothesis would pay a worker restart (or the whole
         # timeout) for every shrink step, so such a test stops running the backend and the
         # case that crashed it stands as found.
         self.broken: set[str] = set()
-        self.judged: set[tuple[str, str]] = set()  # (test id, case id) judged by this session
         # fuzzing: seconds each test may draw new cases for (a test that has failed may finish
         # shrinking whatever the time)
         self.budget = budget
@@ -90,10 +96,10 @@ class Session:
 
             pytest.skip(f"time budget of {self.budget:.0f} s spent")
         key = (test_id, draw or case.id)
-        if key in self.done and (key in self.judged or self.done[key]["status"] not in FAILING):
+        old = self.done.get(key) or self.earlier.get(key)
+        if old is not None and (key in self.done or old[0] not in FAILING):
             # judged already (a failure from an earlier run is judged again: it may be fixed)
-            old = self.done[key]
-            verdict = Verdict(old["status"], old.get("oracle", ""), old.get("message", ""))
+            verdict = Verdict(*old)
         else:
             t0 = time.perf_counter()
             verdict, timings = self._judge(area, case)
@@ -196,8 +202,12 @@ class Session:
             rec["replay"] = self.replay_command(path)
         if self.results is not None:
             self.results.append(rec)
-        self.done[(test_id, rec["case_id"])] = rec  # a case drawn twice is judged once
-        self.judged.add((test_id, rec["case_id"]))
+        self.done[(test_id, rec["case_id"])] = self._verdict(v.status, v.oracle, v.message)  # (met again: not judged)
+        self.last = rec
+
+    def _verdict(self, status: str, oracle: str, message: str) -> tuple[str, str, str]:
+        v = (status, oracle, message)
+        return self._verdicts.setdefault(v, v)
 
     def save(self, case: Case, v: Verdict) -> Path:
         d = self.findings / self.name

@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from ..conformance.api import STATUSES
+from ..conformance.api import FAILING, STATUSES
 
 
 def latest(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -43,6 +43,6 @@ def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
                 for k in ("backend", "area", "test_id", "case_id", "status", "oracle", "message", "replay", "case_file")
             }
             for r in records
-            if r["status"] in ("fail", "error", "crash", "timeout")
+            if r["status"] in FAILING
         ],
     }
