@@ -422,3 +422,25 @@ def test_forward_comparison_agrees_with_allclose() -> None:
         for b in vals:
             y, r = np.array([a, 0.5]), np.array([b, 0.5])
             assert _close(y, r) == np.allclose(y, r, rtol=REF_RTOL, atol=REF_ATOL, equal_nan=True), (a, b)
+
+
+def test_finite_differences_make_a_failing_estimate_again_with_a_smaller_step() -> None:
+    """A steep program (`x xT` squared three times under `sin`: found by a minute of nightly
+    fuzzing, judged a failure of the reference): at the oracle's step its estimate is off by
+    truncation alone; made again at a smaller step it agrees with the right gradient, and a
+    gradient off by 1e-5 still fails."""
+    from gradcert.conformance.oracles import FD_RTOL, _setup, normals
+    from gradcert.generators.case import load_case
+    from gradcert.reference.finite_diff import STEP, directional
+
+    case = load_case(ROOT / "tests" / "cases" / "matmul_power_curvature.case")
+    got = ReferenceBackend(listing=False).run(case)
+    s = _setup(case)
+    direction = [None if i not in case.wrt else v for i, v in enumerate(normals(0, [x.shape for x in case.inputs]))]
+    pred = sum(float(np.vdot(g, direction[i])) for g, i in zip(got.grads, case.wrt) if g is not None)
+    first = directional(s.program, s.inputs, direction, s.cotangents, s.held, STEP, base=s.base).value
+    assert abs(first - pred) > FD_RTOL * abs(pred)  # (the false alarm: the first estimate fails)
+    v = finite_differences(case, got)
+    assert v is not None and v.status == "pass" and v.max_rel < 1e-8, v
+    off = finite_differences(case, replace(got, grads=[None if g is None else g * (1 + 1e-5) for g in got.grads]))
+    assert off is not None and off.status == "fail" and off.inputs == ["x1"], off
