@@ -180,7 +180,7 @@ def test_each_case_is_freed_at_its_end_not_left_to_a_later_collection(tmp_path: 
 def test_a_session_holds_each_verdict_not_its_record(tmp_path: Path) -> None:
     """A session remembers every verdict it gave (a case met again is not judged again), for as
     long as it runs: an hour's fuzzing is millions. It holds the verdict, not the record (1.6 kB
-    a verdict, then: 7 GB a worker's night): after as many checks to fill the caches (kernels,
+    a verdict, then: ~3.5 GB a worker's hour): after as many checks to fill the caches (kernels,
     signatures), 300 more hold under half of that (tracemalloc; bench/memory.py)."""
     import gc
     import tracemalloc
