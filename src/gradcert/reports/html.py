@@ -164,7 +164,7 @@ def _slimmer() -> Callable[[dict[str, Any]], dict[str, Any]]:
         out["case_id"], out["message"] = r.get("case_id", ""), r.get("message", "")
         if r.get("max_rel"):
             out["max_rel"] = r["max_rel"]
-        out["seconds"] = r.get("timings", {}).get("total", 0.0)  # (the JUnit XML's time: writers.seconds)
+        out["seconds"] = r.get("timings", {}).get("total", 0.0)  # (the JUnit XML's time)
         return out
 
     return slim
