@@ -18,7 +18,7 @@ Tolerances, and how they were derived:
   program's curvature is far larger (`x xT` squared three times, then `sin`: a polynomial of
   degree 16 under it, whose fifth derivative the truncation error scales with), h = 1e-3 was not
   small enough: a minute of nightly fuzzing of the reference found such a case (relative error
-  1.05e-6; the estimate off by 4.9e-5, 3.1e-6, 1.9e-7 at h, h/2, h/4: 16x less with every halving
+  1.5e-6; the estimate off by 4.9e-5, 3.1e-6, 1.9e-7 at h, h/2, h/4: 16x less with every halving
   of h, as truncation is; tests/cases/matmul_power_curvature.case). An estimate that fails is
   made again at h / RETRY before a verdict: truncation 4,096x smaller, rounding ~eps |f| / h
   still ~1e-12. A wrong gradient stays wrong at any step; a right one whose first estimate was
