@@ -107,3 +107,31 @@ def test_interrupted_fuzz_keeps_its_results_and_resumes(tmp_path: Path) -> None:
     after = [json.loads(x) for x in results.read_text().splitlines()]
     keys = [(x["test_id"], x["case_id"]) for x in after]
     assert after[: len(first)] == first and len(after) > len(first) and len(keys) == len(set(keys))
+
+
+def test_a_known_failure_met_again_is_reported_as_known_not_new(tmp_path: Path) -> None:
+    """A night's smallest failing case that is one of the backend's known failures on file
+    (`known_failures/<backend>/`) is known, not new: with its findings folder still empty, a
+    night of PyTorch reported PyTorch's known `pow` defect as new (and failed). Another program
+    failing the same test is still new."""
+    from gradcert.conformance.fuzz import _dedupe, _on_file, signature
+    from gradcert.conformance.plugin import known_cases
+
+    (known,) = [p for p in known_cases("torch") if p.name == "second_order-reference-ea733a314299.case"]
+    on_file = _on_file("torch")
+    saved = tmp_path / "findings" / "torch"
+    saved.mkdir(parents=True)
+    records = []
+    for name, text in (("a", known.read_text()), ("b", known.read_text().replace("sigmoid", "tanh"))):
+        path = saved / f"second_order-reference-{name}.case"
+        path.write_text(text)
+        records.append(
+            {"test_id": f"test_second_order.py::t{name}", "area": "second_order", "status": "fail"}
+            | {"oracle": "reference", "case": text, "case_file": str(path), "size": 3}
+        )
+    new, met = _dedupe(records, tmp_path / "findings", {}, on_file)
+    assert met == [signature(records[0])] and on_file[met[0]] == str(known)
+    assert new == {signature(records[1]): records[1]["case_file"]}
+    assert not Path(records[0]["case_file"]).exists() and Path(records[1]["case_file"]).exists()
+    index = json.loads((tmp_path / "findings" / "index.json").read_text())
+    assert index == new  # (the known failure is on file in the package, not in the night's index)

@@ -84,11 +84,14 @@ def run(args: Any) -> int:
         counts[r["status"]] += 1
         if r["status"] in FAILING:
             failures.append(r)
-    new = _dedupe(failures, findings, known)
+    on_file = _on_file(args.backend_name)
+    new, met = _dedupe(failures, findings, known, on_file)
     print(
         f"fuzz {args.backend}: {counts.total()} cases in {time.monotonic() - t0:.0f} s: "
         + ", ".join(f"{s} {counts[s]}" for s in STATUSES if counts[s])
     )
+    for sig in met:
+        print(f"KNOWN {sig}\n    on file: {on_file[sig]}")
     for sig, path in new.items():
         print(f"NEW {sig}\n    gradcert replay {path} --backend {args.backend}")
     print(
@@ -148,9 +151,33 @@ def _index(findings: Path) -> dict[str, str]:
     return json.loads(p.read_text()) if p.exists() else {}
 
 
-def _dedupe(failures: list[dict[str, Any]], findings: Path, known: dict[str, str]) -> dict[str, str]:
+# the verdicts a known case's oracle stands for, where its file names no oracle that fails
+_STATUSES = {"backend": ("crash", "timeout", "error"), "lowering": ("fail", "error")}
+
+
+def _on_file(backend: str) -> dict[str, str]:
+    """Signature -> case file of each of the backend's known failures (`known_failures/<backend>/`):
+    a night's smallest failing case that is one of them is not new (the first night, and every
+    night after the findings folder was lost, reported PyTorch's known `pow` defect as new)."""
+    from .plugin import known_cases
+
+    out = {}
+    for path in known_cases(backend):
+        area, kind, _ = path.stem.rsplit("-", 2)
+        text = path.read_text()
+        for status in _STATUSES.get(kind, ("fail",)):
+            out[signature({"case": text, "status": status, "oracle": kind, "area": area})] = str(path)
+    return out
+
+
+def _dedupe(
+    failures: list[dict[str, Any]], findings: Path, known: dict[str, str], on_file: dict[str, str]
+) -> tuple[dict[str, str], list[str]]:
     """One finding per test that failed: its smallest case (hypothesis shrinks towards it; the
-    bigger ones on the way are dropped), deduplicated across tests by signature."""
+    bigger ones on the way are dropped), deduplicated across tests by signature; new where no
+    night found it before (`known`, the findings index) and it is not a known failure of the
+    backend's (`on_file`). Returns the new ones (signature -> case file) and the signatures of the
+    known failures met."""
     smallest: dict[str, dict[str, Any]] = {}
     for r in failures:
         t = r["test_id"]
@@ -161,13 +188,14 @@ def _dedupe(failures: list[dict[str, Any]], findings: Path, known: dict[str, str
         sig = signature(r)
         if sig not in best or r.get("size", 0) < best[sig].get("size", 0):
             best[sig] = r
-    keep = {str(r["case_file"]) for sig, r in best.items() if sig not in known} | set(known.values())
+    seen = known.keys() | on_file.keys()
+    keep = {str(r["case_file"]) for sig, r in best.items() if sig not in seen} | set(known.values())
     for r in failures:
         f = Path(str(r.get("case_file", "")))
         if str(f) not in keep and f.exists():
             f.unlink()
-    new = {sig: str(r["case_file"]) for sig, r in best.items() if sig not in known}
+    new = {sig: str(r["case_file"]) for sig, r in best.items() if sig not in seen}
     if new:
         findings.mkdir(parents=True, exist_ok=True)
         (findings / "index.json").write_text(json.dumps({**known, **new}, indent=1, sort_keys=True) + "\n")
-    return new
+    return new, sorted(sig for sig in best if sig in on_file)

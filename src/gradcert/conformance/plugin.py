@@ -91,9 +91,19 @@ def gradcert_search(request: pytest.FixtureRequest) -> Any:
     return Search(**PROFILES[profile], shrink=not c.getoption(NO_SHRINK), db=db)
 
 
+def known_folder() -> Path:
+    return Path(os.environ.get("GRADCERT_KNOWN_FAILURES", KNOWN))
+
+
+def known_cases(backend: str) -> list[Path]:
+    """The minimal cases of the backend's known failures, `known_failures/<backend>/*.case` (named
+    `<area>-<oracle, or "backend" for a crash, hang or error>-<id>.case`, as findings are saved)."""
+    return sorted((known_folder() / backend).glob("*.case"))
+
+
 def known_failures(backend: str) -> list[tuple[str, str]]:
     """(test-id prefix, reason) lines of `known_failures/<backend>.txt`."""
-    path = Path(os.environ.get("GRADCERT_KNOWN_FAILURES", KNOWN)) / f"{backend}.txt"
+    path = known_folder() / f"{backend}.txt"
     if not path.exists():
         return []
     out = []
