@@ -135,3 +135,25 @@ def test_a_known_failure_met_again_is_reported_as_known_not_new(tmp_path: Path) 
     assert not Path(records[0]["case_file"]).exists() and Path(records[1]["case_file"]).exists()
     index = json.loads((tmp_path / "findings" / "index.json").read_text())
     assert index == new  # (the known failure is on file in the package, not in the night's index)
+
+
+def test_a_bad_known_failure_file_stops_the_night_before_it_starts(tmp_path: Path) -> None:
+    """Known failures are read before the night: a case file that does not parse, or is not named
+    as findings are, is one line naming it, exit 2, and nothing run."""
+    for name, text in (("second_order-reference-abc.case", "garbage\n"), ("oops.case", "")):
+        folder = tmp_path / name / "known"
+        (folder / "torch").mkdir(parents=True)
+        (folder / "torch" / name).write_text(text)
+        r = subprocess.run(
+            [sys.executable, "-m", "gradcert.cli", "fuzz", "--backend", "torch", "--minutes", "0.05"]
+            + ["--areas", "elementwise", "--results", str(tmp_path / name / "r.jsonl")]
+            + ["--findings", str(tmp_path / name / "f"), "--db", str(tmp_path / name / "db")],
+            cwd=tmp_path,
+            env={**ENV, "GRADCERT_KNOWN_FAILURES": str(folder)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert r.stderr.startswith(f"gradcert: error: {folder / 'torch' / name}:"), r.stderr
+        assert not (tmp_path / name / "r.jsonl").exists()

@@ -57,6 +57,7 @@ def run(args: Any) -> int:
     ]
     offset = sum(1 for _ in read_records([results]))
     known = _index(findings)
+    on_file = _on_file(args.backend_name)  # (read before the night: a bad file fails now, in one line)
     t0 = time.monotonic()
     total = args.minutes * 60
     results.parent.mkdir(parents=True, exist_ok=True)
@@ -84,7 +85,6 @@ def run(args: Any) -> int:
         counts[r["status"]] += 1
         if r["status"] in FAILING:
             failures.append(r)
-    on_file = _on_file(args.backend_name)
     new, met = _dedupe(failures, findings, known, on_file)
     print(
         f"fuzz {args.backend}: {counts.total()} cases in {time.monotonic() - t0:.0f} s: "
@@ -163,8 +163,12 @@ def _on_file(backend: str) -> dict[str, str]:
 
     out = {}
     for path in known_cases(backend):
-        area, kind, _ = path.stem.rsplit("-", 2)
+        named = path.stem.rsplit("-", 2)
+        if len(named) != 3:
+            raise ValueError(f"{path}: a known failure's case is named <area>-<oracle>-<id>.case")
+        area, kind, _ = named
         text = path.read_text()
+        parse_case(text, str(path))  # (a bad file: an error naming it, before `signature` meets it)
         for status in _STATUSES.get(kind, ("fail",)):
             out[signature({"case": text, "status": status, "oracle": kind, "area": area})] = str(path)
     return out
