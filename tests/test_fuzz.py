@@ -130,7 +130,7 @@ def test_a_known_failure_met_again_is_reported_as_known_not_new(tmp_path: Path) 
             | {"oracle": "reference", "case": text, "case_file": str(path), "size": 3}
         )
     new, met = _dedupe(records, tmp_path / "findings", {}, on_file)
-    assert met == [signature(records[0])] and on_file[met[0]] == str(known)
+    assert met == {signature(records[0]): str(known)}
     assert new == {signature(records[1]): records[1]["case_file"]}
     assert not Path(records[0]["case_file"]).exists() and Path(records[1]["case_file"]).exists()
     index = json.loads((tmp_path / "findings" / "index.json").read_text())

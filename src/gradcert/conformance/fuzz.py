@@ -31,9 +31,12 @@ TESTS_PER_AREA = 2
 
 
 def signature(r: dict[str, Any]) -> str:
-    case = parse_case(r["case"])
-    shape = " ".join(op.name for op in case.program.walk() if op.name not in ("full", "yield"))
-    return f"{r['oracle'] if r['status'] == 'fail' else r['status']} | {r['area']} | {shape}"
+    return f"{r['oracle'] if r['status'] == 'fail' else r['status']} | {r['area']} | {_shape(r['case'])}"
+
+
+def _shape(text: str, name: str = "<case>") -> str:
+    """A case's program as the op sequence that signatures compare."""
+    return " ".join(op.name for op in parse_case(text, name).program.walk() if op.name not in ("full", "yield"))
 
 
 def run(args: Any) -> int:
@@ -90,8 +93,8 @@ def run(args: Any) -> int:
         f"fuzz {args.backend}: {counts.total()} cases in {time.monotonic() - t0:.0f} s: "
         + ", ".join(f"{s} {counts[s]}" for s in STATUSES if counts[s])
     )
-    for sig in met:
-        print(f"KNOWN {sig}\n    on file: {on_file[sig]}")
+    for sig, path in sorted(met.items()):
+        print(f"KNOWN {sig}\n    on file: {path}")
     for sig, path in new.items():
         print(f"NEW {sig}\n    gradcert replay {path} --backend {args.backend}")
     print(
@@ -151,14 +154,12 @@ def _index(findings: Path) -> dict[str, str]:
     return json.loads(p.read_text()) if p.exists() else {}
 
 
-# the verdicts a known case's oracle stands for, where its file names no oracle that fails
-_STATUSES = {"backend": ("crash", "timeout", "error"), "lowering": ("fail", "error")}
-
-
-def _on_file(backend: str) -> dict[str, str]:
-    """Signature -> case file of each of the backend's known failures (`known_failures/<backend>/`):
-    a night's smallest failing case that is one of them is not new (the first night, and every
-    night after the findings folder was lost, reported PyTorch's known `pow` defect as new)."""
+def _on_file(backend: str) -> dict[tuple[str, str, str], str]:
+    """(oracle, area, op sequence) -> case file of each of the backend's known failures
+    (`known_failures/<backend>/`, named as findings are saved: the oracle, or "backend" for a
+    crash, hang or error, is in the name): a night's smallest failing case that is one of them is
+    not new (the first night, and every night after the findings folder was lost, reported
+    PyTorch's known `pow` defect as new)."""
     from .plugin import known_cases
 
     out = {}
@@ -166,22 +167,18 @@ def _on_file(backend: str) -> dict[str, str]:
         named = path.stem.rsplit("-", 2)
         if len(named) != 3:
             raise ValueError(f"{path}: a known failure's case is named <area>-<oracle>-<id>.case")
-        area, kind, _ = named
-        text = path.read_text()
-        parse_case(text, str(path))  # (a bad file: an error naming it, before `signature` meets it)
-        for status in _STATUSES.get(kind, ("fail",)):
-            out[signature({"case": text, "status": status, "oracle": kind, "area": area})] = str(path)
+        area, oracle, _ = named
+        out[oracle, area, _shape(path.read_text(), str(path))] = str(path)  # (a bad file: an error naming it)
     return out
 
 
 def _dedupe(
-    failures: list[dict[str, Any]], findings: Path, known: dict[str, str], on_file: dict[str, str]
-) -> tuple[dict[str, str], list[str]]:
+    failures: list[dict[str, Any]], findings: Path, known: dict[str, str], on_file: dict[tuple[str, str, str], str]
+) -> tuple[dict[str, str], dict[str, str]]:
     """One finding per test that failed: its smallest case (hypothesis shrinks towards it; the
     bigger ones on the way are dropped), deduplicated across tests by signature; new where no
     night found it before (`known`, the findings index) and it is not a known failure of the
-    backend's (`on_file`). Returns the new ones (signature -> case file) and the signatures of the
-    known failures met."""
+    backend's (`on_file`). Returns the new ones and the known failures met (signature -> case file)."""
     smallest: dict[str, dict[str, Any]] = {}
     for r in failures:
         t = r["test_id"]
@@ -192,7 +189,12 @@ def _dedupe(
         sig = signature(r)
         if sig not in best or r.get("size", 0) < best[sig].get("size", 0):
             best[sig] = r
-    seen = known.keys() | on_file.keys()
+    met = {
+        sig: on_file[key]
+        for sig, r in best.items()
+        if (key := (r.get("oracle", ""), r["area"], _shape(r["case"]))) in on_file
+    }
+    seen = known.keys() | met.keys()
     keep = {str(r["case_file"]) for sig, r in best.items() if sig not in seen} | set(known.values())
     for r in failures:
         f = Path(str(r.get("case_file", "")))
@@ -202,4 +204,4 @@ def _dedupe(
     if new:
         findings.mkdir(parents=True, exist_ok=True)
         (findings / "index.json").write_text(json.dumps({**known, **new}, indent=1, sort_keys=True) + "\n")
-    return new, sorted(sig for sig in best if sig in on_file)
+    return new, met

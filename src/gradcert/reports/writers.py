@@ -61,21 +61,22 @@ def write_junit(records: list[dict[str, Any]], out: str | Path) -> Path:
     return p
 
 
-_KINDS = {"fail": 1, "error": 2, "crash": 2, "timeout": 2, "invalid": 3, "unsupported": 3}  # (counts' places)
+# a status's element, as its place in a suite's counts: 1 <failure>, 2 <error>, 3 <skipped>
+_KINDS = {"fail": 1, "error": 2, "crash": 2, "timeout": 2, "invalid": 3, "unsupported": 3}
 
 
 def _testcase(r: dict[str, Any], classname: str) -> str:
     name = _attr(f"{r['test_id']}[{r['case_id']}]")
     seconds = r["seconds"] if "seconds" in r else r.get("timings", {}).get("total", 0.0)  # (cut, or whole)
     head = f'<testcase classname={classname} name={name} time="{seconds:.4f}"'
-    status, message = r["status"], r.get("message", "")
-    if status == "fail":
+    status, message, kind = r["status"], r.get("message", ""), _KINDS.get(r["status"])
+    if kind == 1:
         said = _attr(f"{r.get('oracle', '')}: {message}"[:500])
         text = _text(f"{r.get('case', '').split('---')[0]}\nreplay: {r.get('replay', '')}")
         return f"{head}><failure message={said}>{text}</failure></testcase>"
-    if status in ("error", "crash", "timeout"):
+    if kind == 2:
         return f'{head}><error message={_attr(f"{status}: {message}"[:500])} type="{status}" /></testcase>'
-    if status in ("invalid", "unsupported"):
+    if kind == 3:
         return f"{head}><skipped message={_attr(f'{status}: {message}'[:500])} /></testcase>"
     return f"{head} />"
 
