@@ -19,36 +19,109 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_certify(args: argparse.Namespace) -> int:
-    import pytest
+    """Run the certification tests in a child pytest (`runs.py`) and say what was tested and what
+    is wrong: exit 0 when every case passed or showed a known defect, 1 for a new defect (with
+    `--baseline`: for a case that passed in the baseline and fails now) or when nothing was judged,
+    2 for bad usage, 130 / 143 when interrupted (SIGINT / SIGTERM: the report says INCOMPLETE)."""
+    from pathlib import Path
 
-    from .conformance.areas import AREAS, PYTEST_ENV, command_line
-    from .conformance.backends import backend_name
+    from .conformance import runs
+    from .conformance.areas import PYTEST_ENV, command_line
+    from .conformance.backends import backend_name, resolve
+    from .conformance.defects import known_defects
+    from .conformance.plugin import PROFILES
+    from .conformance.results import read_records
+    from .reports.html import write
+    from .reports.summary import compare, load
 
     name = backend_name(args.backend)  # fails fast, without importing a built-in backend
-    areas = [a.strip() for a in args.areas.split(",")] if args.areas else list(AREAS)
-    unknown = [a for a in areas if a not in AREAS]
-    if unknown:
-        raise UsageError(f"unknown area(s) {', '.join(unknown)} (known: {', '.join(AREAS)})")
+    areas = _areas(args.areas)
     stem = f"reports/{name}-{args.profile}"
-    results = args.results or f"{stem}.jsonl"
+    results = Path(args.results or f"{stem}.jsonl")
+    report = Path(args.report or f"{stem}.html")
+    findings = Path(args.findings)
+    if args.baseline and not Path(args.baseline).is_file():
+        raise UsageError(f"{args.baseline}: no such baseline results file")
+    runs.check_outputs(results, report, findings)
+    baseline = load(read_records([args.baseline])) if args.baseline else None  # (a bad file: now, in one line)
+    known = {name: known_defects(name)}
+    capabilities = resolve(args.backend).capabilities
+    planned = None
+    if PROFILES[args.profile]["derandomize"]:
+        from .conformance.areas import tests
+
+        per = PROFILES[args.profile]["examples"]
+        planned = per * sum(
+            1 for t in tests().values() if t._gradcert_area.name in areas and t._gradcert_area.needs <= capabilities
+        )
     pytest_args = command_line(
-        areas, args.backend, args.profile, results, args.findings, args.isolate, args.timeout, args.workers
+        areas, args.backend, args.profile, str(results), str(findings), args.isolate, args.timeout, args.workers
     )
-    pytest_args += ["--gradcert-seed", str(args.seed)]
+    pytest_args += ["--gradcert-seed", str(args.seed), "--gradcert-shrink-seconds", str(args.shrink_seconds)]
     if args.db:
         pytest_args += ["--gradcert-db", args.db]
     if args.no_shrink:
         pytest_args += ["--gradcert-no-shrink"]
     if args.exhaustive:
         pytest_args += ["--gradcert-exhaustive"]
-    os.environ.update(PYTEST_ENV)  # (read by pytest here and by its xdist workers)
-    code = int(pytest.main(pytest_args))
-    report = args.report or f"{stem}.html"
-    from .reports.html import write
+    env = dict(os.environ, **PYTEST_ENV)
+    with runs.exclusive(results):
+        progress = runs.Progress(runs.Follow(results), planned)
+        progress.done_before = runs.judged(results)
+        runs.record_run(results, {"run": "start", "backend": name, "profile": args.profile, "planned": planned})
+        with open(results.with_suffix(".log"), "w") as log:
+            cmd = [sys.executable, "-m", "pytest", *pytest_args]
+            code, signum = runs.run_child(cmd, env, log, progress, args.verbose)
+        judged = runs.judged(results)
+        complete = signum is None and code in (0, 1) and (planned is None or judged >= planned)
+        why = signal_name(signum) if signum else (None if complete else f"pytest exited with status {code}")
+        runs.record_run(
+            results,
+            {"run": "end", "complete": complete, "planned": planned, "judged": judged, "signal": why, "exit": code},
+        )
+    loaded = load(read_records([results]))
+    runs.print_summary(loaded, known)
+    path = write([results], report, args.baseline or None)
+    print(f"\nresults: {results}\nreport: {path}\nlog: {results.with_suffix('.log')}")
+    if code not in (0, 1) and signum is None:
+        log_path = results.with_suffix(".log")
+        print(f"gradcert: error: the certification did not run ({why}); see {log_path}", file=sys.stderr)
+        return EXIT_USAGE
+    if not complete:
+        of = f" of {planned}" if planned else ""
+        print(f"INCOMPLETE ({why}): {judged}{of} cases judged; run the same command again to resume")
+        return runs.exit_for(signum)
+    if not any(r["status"] != "unsupported" for r in loaded.cases):
+        print(f"FAILED: nothing certified: {name} declares none of the capabilities these areas need")
+        return EXIT_FAIL
+    if baseline is not None:
+        c = compare(baseline, loaded)
+        print(f"\nagainst {args.baseline}: {len(c.regressions)} regression(s)")
+        for what, sigs in (("new", c.new), ("fixed", c.fixed), ("still failing", c.still)):
+            for sig in sigs:
+                print(f"  {what}: {sig}")
+        for r in c.regressions[:20]:
+            print(f"  regressed: {r['test_id']}[{r['case_id']}] {r['status']} {r.get('signature', '')}")
+        return EXIT_FAIL if c.regressions else EXIT_OK
+    new = [d for d in runs.defects_of(loaded, known) if d.new]
+    print(("FAILED: " + f"{len(new)} new defect(s)") if new else "PASSED: every case passed or showed a known defect")
+    return EXIT_FAIL if new or code == 1 else EXIT_OK
 
-    path = write([results], report)
-    print(f"results: {results}\nreport: {path}")
-    return {0: EXIT_OK, 1: EXIT_FAIL}.get(code, EXIT_USAGE)
+
+def signal_name(signum: int) -> str:
+    import signal
+
+    return signal.Signals(signum).name
+
+
+def _areas(spec: str) -> list[str]:
+    from .conformance.areas import AREAS
+
+    areas = [a.strip() for a in spec.split(",") if a.strip()] if spec else list(AREAS)
+    unknown = [a for a in areas if a not in AREAS]
+    if unknown:
+        raise UsageError(f"unknown area(s) {', '.join(unknown)} (known: {', '.join(AREAS)})")
+    return areas
 
 
 # `TEST[DRAW]`: how the reports name a case the seeded search drew (its record holds the draw)
@@ -95,12 +168,24 @@ def _usage_errors() -> tuple[type[Exception], ...]:
     a command imports only what it needs (certify's own process no NumPy or IR: it starts pytest's
     workers sooner)."""
     from .conformance.backends import UnknownBackend
+    from .conformance.defects import KnownDefectsError
     from .conformance.results import ResultsFileError
+    from .conformance.runs import RunError
     from .reference.backward import BackwardError
     from .reference.interpreter import InterpreterError
     from .reference.loader import ProgramFileError
 
-    return (ProgramFileError, InterpreterError, BackwardError, ValueError, UnknownBackend, UsageError, ResultsFileError)
+    return (
+        ProgramFileError,
+        InterpreterError,
+        BackwardError,
+        ValueError,
+        UnknownBackend,
+        UsageError,
+        ResultsFileError,
+        KnownDefectsError,
+        RunError,
+    )
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
@@ -115,6 +200,26 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     if args.minutes <= 0:
         raise UsageError("--minutes must be positive")
     return fuzz.run(args)
+
+
+def cmd_known(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .conformance.defects import entries
+    from .conformance.results import read_records
+
+    if not Path(args.results).is_file():
+        raise UsageError(f"{args.results}: no such results file")
+    folder = Path(args.folder)
+    text = entries(read_records([args.results]), folder, args.backend)
+    if not text:
+        print(f"no new defects of {args.backend} in {args.results}")
+        return EXIT_OK
+    toml = folder / f"{args.backend}.toml"
+    with open(toml, "a") as f:
+        f.write(("\n" if toml.exists() and toml.stat().st_size else "") + text)
+    print(f"{text.count('[[defect]]')} defect(s) appended to {toml}; write each one's reason there")
+    return EXIT_OK
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -153,7 +258,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     cert.add_argument("--db", default="", help="hypothesis example database folder")
     cert.add_argument("--no-shrink", action="store_true", help="report failures as found, unshrunk (faster)")
     cert.add_argument("--exhaustive", action="store_true", help="full-Jacobian finite differences for small programs")
+    cert.add_argument("--baseline", default="", help="earlier results of the same draws: fail on regressions")
+    cert.add_argument("--shrink-seconds", type=float, default=30.0, help="time a new defect's shrink may take")
+    cert.add_argument("-v", "--verbose", action="store_true", help="show pytest's own output (and hypothesis's notes)")
     cert.set_defaults(func=cmd_certify)
+
+    kn = sub.add_parser("known", help="write a results file's new defects as known-defect entries")
+    kn.add_argument("results", metavar="RESULTS")
+    kn.add_argument("--backend", required=True, help="the backend whose defects to write")
+    kn.add_argument("-o", "--folder", default="known_failures", help="folder of <backend>.toml and its cases")
+    kn.set_defaults(func=cmd_known)
 
     rep = sub.add_parser("replay", help="judge one saved case again")
     rep.add_argument(

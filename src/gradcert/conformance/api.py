@@ -10,12 +10,28 @@ if TYPE_CHECKING:  # (annotations only: certify's own process and the report imp
 
     from ..generators.case import Case
 
-STATUSES = ("pass", "fail", "invalid", "unsupported", "error", "crash", "timeout")
-FAILING = ("fail", "error", "crash", "timeout")  # the verdicts that fail a test
+# pass; known: a failure that is one of the backend's known defects (`defects.py`), not failing;
+# invalid: the case cannot be judged (a branch flips under perturbation); unsupported: the backend
+# does not declare the capability; refused: it declares it, yet raised `Unsupported`;
+# nondeterministic: a failure whose answers differ when the case is judged again
+STATUSES = (
+    "pass",
+    "known",
+    "fail",
+    "invalid",
+    "unsupported",
+    "refused",
+    "error",
+    "crash",
+    "timeout",
+    "nondeterministic",
+)
+FAILING = ("fail", "refused", "error", "crash", "timeout", "nondeterministic")  # the verdicts that fail a test
 
 
 class Unsupported(Exception):
-    """Raised by a backend for a case that needs a capability it lacks (never a failure)."""
+    """Raised by a backend for a case it cannot express: `unsupported` where the case needs a
+    capability the backend does not declare, `refused` (a failure) where it declares it."""
 
 
 @dataclass
@@ -59,6 +75,7 @@ class Verdict:
     max_rel: float = 0.0
     expected: dict[str, Any] = field(default_factory=dict)  # input name -> gradient (lists)
     actual: dict[str, Any] = field(default_factory=dict)
+    kind: str = ""  # of a failure: the kind of discrepancy (`defects.kind`)
 
     def to_json(self) -> dict[str, Any]:
         # shallow (asdict deep-copies every gradient list, for a record that is only serialised)

@@ -335,3 +335,23 @@ def judge(case: Case, got: BackendResult, ref: BackendResult, seed: int = 0, exh
     small = sum(case.inputs[i].size for i in case.wrt) <= EXHAUSTIVE_MAX
     v = full_jacobian(case, got) if exhaustive and small else finite_differences(case, got, seed)
     return v if v is not None else Verdict("pass")
+
+
+CLEAR = 10  # a shrunk case's wrong value is at least this many times the oracle's tolerance
+
+
+def clear(v: Verdict) -> bool:
+    """Whether a failing verdict fails clearly: a wrong value at least CLEAR times its oracle's
+    tolerance, both absolute and relative (every other kind of failure is clear as it is), so
+    that a minimal case never looks like rounding noise."""
+    tolerances = {
+        "reference": (REF_ATOL, REF_RTOL),
+        "first_order": (REF_ATOL, REF_RTOL),
+        "linearity": (REF_ATOL, REF_RTOL),
+        "finite_differences": (FD_ATOL, FD_RTOL),
+        "full_jacobian": (FD_ATOL, FD_RTOL),
+    }
+    if v.kind != "wrong value" or v.oracle not in tolerances:
+        return True
+    atol, rtol = tolerances[v.oracle]
+    return v.max_abs >= CLEAR * atol and (v.max_rel >= CLEAR * rtol or v.oracle == "full_jacobian")

@@ -1,13 +1,11 @@
 """The pytest plugin (entry point `pytest11: gradcert`): options, profiles (cases per test), the
-session and search fixtures, capability skips and per-backend known failures."""
+session and search fixtures, and capability skips. A backend's known defects are matched case by
+case by the session (`defects.py`): a test whose failures are all known passes, and goes on drawing."""
 
 from __future__ import annotations
 
 import gc
-import os
 import time
-import warnings
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,15 +21,12 @@ DB = "--gradcert-db"
 NO_SHRINK = "--gradcert-no-shrink"
 EXHAUSTIVE = "--gradcert-exhaustive"
 BUDGET = "--gradcert-budget"
-KNOWN = Path(__file__).parent / "known_failures"
+SHRINK_SECONDS = "--gradcert-shrink-seconds"
 
 # cases drawn per test, and whether every run draws the same ones
-# A known failure (xfail) is confirmed by its first failing case, its minimal case being on file
-# in known_failures/: shrinking it again took most of a Paddle certify run. Fuzzing shrinks it (a
-# new defect in a known-failing test shows as a new signature only once shrunk).
 PROFILES: dict[str, dict[str, Any]] = {
-    "quick": {"examples": 12, "derandomize": True, "shrink_known": False},
-    "certify": {"examples": 250, "derandomize": True, "shrink_known": False},
+    "quick": {"examples": 12, "derandomize": True},
+    "certify": {"examples": 250, "derandomize": True},
     "nightly": {"examples": 100_000, "derandomize": False},
 }
 
@@ -49,6 +44,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(NO_SHRINK, action="store_true", help="report failures as found, without shrinking them")
     g.addoption(EXHAUSTIVE, action="store_true", help="full finite-difference Jacobian for small programs")
     g.addoption(BUDGET, type=float, default=None, help="seconds each test may draw cases for (fuzzing)")
+    g.addoption(SHRINK_SECONDS, type=float, default=30.0, help="seconds a new defect's shrink may take")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -88,48 +84,26 @@ def gradcert_search(request: pytest.FixtureRequest) -> Any:
     c = request.config
     profile = c.getoption(PROFILE)
     db = c.getoption(DB) if profile == "nightly" else None
-    return Search(**PROFILES[profile], shrink=not c.getoption(NO_SHRINK), db=db)
-
-
-def known_folder() -> Path:
-    return Path(os.environ.get("GRADCERT_KNOWN_FAILURES", KNOWN))
-
-
-def known_cases(backend: str) -> list[Path]:
-    """The minimal cases of the backend's known failures, `known_failures/<backend>/*.case` (named
-    `<area>-<oracle, or "backend" for a crash, hang or error>-<id>.case`, as findings are saved)."""
-    return sorted((known_folder() / backend).glob("*.case"))
-
-
-def known_failures(backend: str) -> list[tuple[str, str]]:
-    """(test-id prefix, reason) lines of `known_failures/<backend>.txt`."""
-    path = known_folder() / f"{backend}.txt"
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            prefix, _, reason = line.partition(" ")
-            out.append((prefix, reason.strip() or "known failure"))
-    return out
+    return Search(
+        **PROFILES[profile], shrink=not c.getoption(NO_SHRINK), db=db, shrink_seconds=c.getoption(SHRINK_SECONDS)
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not any(getattr(getattr(i, "obj", None), "_gradcert_area", None) for i in items):
         return
     from .backends import UnknownBackend, resolve
+    from .defects import KnownDefectsError, known_defects
 
     spec = config.getoption(BACKEND)
     try:
         backend = resolve(spec)
-    except UnknownBackend as e:
+        known_defects(backend.name)  # (a bad file: one line, before anything runs)
+    except (UnknownBackend, KnownDefectsError) as e:
         raise pytest.UsageError(str(e)) from None
     from . import areas
 
     areas.CAPABILITIES = frozenset(backend.capabilities)
-    known = known_failures(backend.name)
-    matched: set[str] = set()
     controller = not hasattr(config, "workerinput")
     # under xdist the controller collects nothing: the first worker records for all
     recorder = controller or getattr(config, "workerinput", {}).get("workerid") == "gw0"
@@ -148,28 +122,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=f"unsupported: {why}"))
             if recorder:  # on record, so that reports show the area as unsupported, not absent
                 _record_unsupported(config, backend, area.name, rel, why)
-        for prefix, reason in known:
-            if rel.startswith(prefix):
-                matched.add(prefix)
-                item.add_marker(pytest.mark.xfail(reason=reason, strict=False))
     if all(getattr(getattr(i, "obj", None), "_gradcert_area", None) for i in items):
         # the heaviest tests first, so that xdist's workers, taking tests as they free up, finish
         # together: a linearity check asks for three gradients, then second order, deeper nesting,
         # more features; then the light ones that fill the workers' last gaps: bad requests (one
-        # backend call, refused at once), and known failures (under quick and certify they stop at
-        # their first failing case, mostly the first case drawn)
+        # backend call, refused at once)
         items.sort(key=_weight, reverse=True)  # (stable, and the same in every worker)
-    if controller:  # warn once
-        for prefix, _ in known:
-            if prefix not in matched:
-                warnings.warn(f"known-failures entry {prefix!r} for {backend.name} matches no test", stacklevel=1)
 
 
-def _weight(item: pytest.Item) -> tuple[bool, bool, bool, int, int, int]:
+def _weight(item: pytest.Item) -> tuple[bool, bool, int, int, int]:
     f, area = item.obj._gradcert_features, item.obj._gradcert_area  # type: ignore[attr-defined]
-    known = item.get_closest_marker("xfail") is not None
     light = area.check == "bad_request"
-    return (not known, not light, area.check == "linearity", area.order, f.max_depth, len(f.enabled))
+    return (not light, area.check == "linearity", area.order, f.max_depth, len(f.enabled))
 
 
 def _report_cases(item: pytest.Item) -> None:
@@ -184,7 +148,7 @@ def _report_cases(item: pytest.Item) -> None:
     def repr_failure(excinfo: pytest.ExceptionInfo[BaseException], *args: Any, **kw: Any) -> Any:
         e = excinfo.value
         if isinstance(e, CaseFailed):
-            return "\n".join([str(e), *getattr(e, "__notes__", [])])
+            return str(e)
         return plain(excinfo, *args, **kw)
 
     item.repr_failure = repr_failure  # type: ignore[method-assign]

@@ -36,11 +36,21 @@ class ResultsFile:
             os.close(self._fd)
             self._fd = None
 
-    def finished(self) -> Iterator[tuple[tuple[str, str], tuple[str, str, str]]]:
-        """((test id, case id), (status, oracle, message)) of every verdict already written, in order."""
+    def finished(self) -> Iterator[tuple[tuple[str, str], tuple[str, str, str, str]]]:
+        """((test id, draw or case id), (status, oracle, message, kind)) of every verdict already
+        written, in order (a drawn case is named by its draw: a rerun draws it again before it has
+        its text)."""
         for r in read_records([self.path]):
             if "case_id" in r:
-                yield (r["test_id"], r["case_id"]), (r["status"], r.get("oracle", ""), r.get("message", ""))
+                yield (
+                    (r["test_id"], r.get("draw") or r["case_id"]),
+                    (
+                        r["status"],
+                        r.get("oracle", ""),
+                        r.get("message", ""),
+                        r.get("kind", ""),
+                    ),
+                )
 
 
 def read_records(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,16 @@ class Outcome:
     status: str  # unsupported, error, crash, timeout
     message: str
     error_type: str = ""
+
+
+def _death(status: int | None) -> str:
+    """How a process died, from its exit status (a signal is negative)."""
+    if status is not None and status < 0:
+        try:
+            return f"killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"killed by signal {-status}"
+    return f"exited with status {status}"
 
 
 class InProcess:
@@ -103,11 +114,12 @@ class Isolated:
             self.proc = None
 
     def _log_tail(self) -> str:
+        """The last lines the worker wrote (Python's warnings left out: they are not why it died)."""
         self.log.seek(0)
-        lines = [ln for ln in self.log.read().splitlines() if ln.strip()]
+        lines = [ln.strip() for ln in self.log.read().splitlines() if ln.strip() and "warn" not in ln.lower()]
         self.log.seek(0)
         self.log.truncate()
-        return " | ".join(lines[-3:])[-500:]
+        return " | ".join(lines[-6:])[-800:] or "(nothing)"
 
     def run(self, case: Case) -> BackendResult | Outcome:
         outcome = self._run(case)
@@ -117,7 +129,7 @@ class Isolated:
             outcome = self._run(case)
         if outcome is None:
             fresh = " (a fresh worker too)" if again else ""
-            return Outcome("crash", f"worker exited with status {self.died}{fresh}: {self._log_tail()}")
+            return Outcome("crash", f"worker {_death(self.died)}{fresh}; its last lines: {self._log_tail()}")
         return outcome
 
     def _run(self, case: Case) -> BackendResult | Outcome | None:

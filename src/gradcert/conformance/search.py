@@ -1,13 +1,19 @@
-"""How an area test looks for a failing case: drawn fast, shrunk by hypothesis.
+"""How an area test judges its cases: drawn fast, every one judged, each new defect shrunk once by
+hypothesis.
+
+A test judges its whole budget and never stops at a failure: failing cases are grouped by
+signature (`defects.py`) as they are judged, a known defect's cases are `known` and the drawing
+goes on. Each new defect's first case is shrunk once, within a time budget, to the smallest case
+that still fails with the same signature and clearly (`oracles.clear`); the test then fails with
+one block per new defect.
 
 Cases are drawn by the seeded generator (`Seeded`: a few hundred microseconds a case, where
 hypothesis's engine takes milliseconds for the same draw: most of a check's time on a fast backend,
 bench/overhead.py). The seeded chooser keeps its choices as hypothesis records them, so the first
-failing case is handed to hypothesis through its example database, the way it takes a failure from
-an external fuzzer (`fuzz_one_input` saves it as a "secondary" example): hypothesis replays it,
-shrinks it with every step judged by the session, and reports the smallest. Hypothesis's persistent
-database (nightly) is replayed before anything new is drawn, so an earlier night's failure comes
-first.
+failing case of a defect is handed to hypothesis through its example database, the way it takes a
+failure from an external fuzzer (`fuzz_one_input` saves it as a "secondary" example): hypothesis
+replays it and shrinks it, every step judged by the session. Hypothesis's persistent database
+(nightly) is replayed before anything new is drawn, so an earlier night's failures come first.
 
 The hand-over uses hypothesis's database format (`hypothesis.database.choices_to_bytes`) and its
 "secondary" examples, as `fuzz_one_input` does: tested with hypothesis 6.155 and 6.170
@@ -31,8 +37,25 @@ from ..generators.case import Case
 from ..generators.choices import Chooser, Seeded, Simplest
 from ..generators.features import Features
 from ..generators.second_order import second_order
+from .api import FAILING, Verdict
 from .areas import Area, tests
+from .defects import signature
+from .oracles import clear
 from .session import CaseFailed, Session
+
+# not shrunk: answers that differ from run to run; a crash or hang (every step would cost a
+# worker's restart, or the timeout)
+_UNSHRUNK = ("nondeterministic", "crash", "timeout")
+
+
+@dataclass
+class Found:
+    """The failing cases of one signature that a test met: how many, and its first."""
+
+    verdict: Verdict
+    case: Case
+    choices: list[int] | None  # the choices that drew the first case (None: replayed from a database)
+    count: int = 1
 
 
 @dataclass(frozen=True)
@@ -41,97 +64,145 @@ class Search:
     derandomize: bool  # the same cases every run (seeds from the test's key)
     shrink: bool = True
     db: str | None = None  # hypothesis's persistent example database (a folder)
-    shrink_known: bool = True  # shrink a known failure's (an xfail test's) too
-
-    def known(self) -> Search:
-        """The search for a test that is a known failure."""
-        return self if self.shrink_known else replace(self, shrink=False)
+    shrink_seconds: float = 30.0  # the time a defect's shrink may take
 
     def run(
         self, session: Session, test_id: str, area: Area, features: Features, key: str, strategy: Callable[[], Any]
     ) -> None:
-        """Judge up to `examples` cases of `features`; raise the first failure, shrunk.
+        """Judge every case of the budget (`examples`, or the session's time budget); group the
+        failures by signature; shrink each new defect's first case once; raise the report of the
+        new defects (a test whose failures are all known defects passes).
 
         `strategy()` makes the hypothesis strategy that draws the same cases as `Seeded` from the
         same choices (made only to shrink or replay: hypothesis takes 0.2 s to import); `key` tells
         this test's seeds and database entries from every other test's."""
+        found: dict[str, Found] = {}
         store = None
         if self.db:
             from hypothesis.database import DirectoryBasedExampleDatabase
 
             store = DirectoryBasedExampleDatabase(self.db)
-            self._hypothesis(session, test_id, area, key, strategy(), _handed(None, store))
-        failure, choices = self._explore(session, test_id, area, features, key)
-        if failure is None:
-            return
-        if self.shrink:
-            self._hypothesis(session, test_id, area, key, strategy(), _handed(_to_bytes(choices), store))
-        raise failure  # hypothesis did not see it fail again (a backend that fails now and then)
-
-    def _explore(
-        self, session: Session, test_id: str, area: Area, features: Features, key: str
-    ) -> tuple[CaseFailed | None, list[int]]:
+            self._replay(session, test_id, area, key, strategy(), store, found)
         base = int.from_bytes(hashlib.sha256(key.encode()).digest()[:6] if self.derandomize else os.urandom(6))
         for k in range(self.examples):
-            found = draw_and_check(session, test_id, area, features, k, (base << 24) + k)
-            if found is not None:
-                return found
-        return None, []
+            if session.over_budget(test_id):
+                break
+            v, case, choices = draw_and_check(session, test_id, area, features, k, (base << 24) + k)
+            _group(found, area, v, case, choices)
+        reports = []
+        for sig, f in found.items():
+            if f.verdict.status == "known":
+                continue
+            case, v, shrunk = f.case, f.verdict, False
+            if (
+                self.shrink
+                and f.choices is not None
+                and f.verdict.status not in ("nondeterministic", "crash", "timeout")
+            ):
+                case, v, shrunk = self._shrink(session, area, key, strategy(), f, sig, store)
+            reports.append(session.defect(test_id, area, sig, case, v, f.count, shrunk))
+        if reports:
+            raise CaseFailed(f"{len(reports)} new defect(s)\n\n" + "\n\n".join(reports))
 
-    def _hypothesis(self, session: Session, test_id: str, area: Area, key: str, strategy: Any, db: Any) -> None:
-        """Hypothesis replays what `db` holds and shrinks what fails; raises the smallest failure."""
-        from hypothesis import HealthCheck, Phase, given, seed, settings
+    def _settings(self, key: str, db: Any, phases: list[Any]) -> Callable[[Any], Any]:
+        from hypothesis import HealthCheck, seed, settings
 
-        @settings(
+        s = settings(
             database=db,
-            phases=[Phase.reuse, Phase.shrink],
+            phases=phases,
             derandomize=False,  # (which turns the database off; `seed` below makes shrinking repeatable,
             # and the settings, applied after it, keep the database)
             max_examples=max(2, self.examples),
             deadline=None,
             suppress_health_check=list(HealthCheck),
-            print_blob=True,
+            print_blob=False,
         )
-        @seed(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8]) if self.derandomize else None)
+        sd = seed(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8]) if self.derandomize else None)
+        return lambda f: s(sd(f))
+
+    def _replay(
+        self, session: Session, test_id: str, area: Area, key: str, strategy: Any, store: Any, found: dict[str, Found]
+    ) -> None:
+        """Every case the persistent database holds for this test, judged and grouped first."""
+        from hypothesis import Phase, given
+
+        @self._settings(key, _handed(None, store), [Phase.reuse])
         @given(case=strategy)
         def replay(case: Any) -> None:
-            session.check(test_id, area, case)
+            _group(found, area, session.check(test_id, area, case), case, None)
 
-        # the key of this test's entries in a persistent database (the source above is every test's)
         replay.hypothesis.inner_test._hypothesis_internal_add_digest = key.encode()  # type: ignore[attr-defined]
         try:
             replay()
         except unittest.SkipTest:
             pass  # the database held nothing for this test
 
+    def _shrink(
+        self, session: Session, area: Area, key: str, strategy: Any, f: Found, sig: str, store: Any
+    ) -> tuple[Case, Verdict, bool]:
+        """The smallest case hypothesis finds from `f`'s first case that still fails with `sig`,
+        clearly (`oracles.clear`), within `shrink_seconds`; its verdict; whether it shrank."""
+        from hypothesis import Phase, given
+
+        assert f.choices is not None
+        deadline = time.monotonic() + self.shrink_seconds
+        best: list[tuple[Case, Verdict]] = []
+
+        @self._settings(key, _handed(_to_bytes(f.choices), store), [Phase.reuse, Phase.shrink])
+        @given(case=strategy)
+        def replay(case: Any) -> None:
+            if time.monotonic() > deadline:
+                return  # (every later step passes: hypothesis stops with the smallest so far)
+            v = session.verdict(area, case)
+            if v.kind and signature(area.name, v.oracle, v.kind) == sig and clear(v):
+                if not best or case.size() <= best[-1][0].size():
+                    best.append((replace(case, area=area.name), v))
+                raise CaseFailed(sig)
+
+        replay.hypothesis.inner_test._hypothesis_internal_add_digest = key.encode()  # type: ignore[attr-defined]
+        try:
+            replay()
+        except Exception:  # the smallest failure, or hypothesis's complaint that a step past the deadline passed
+            pass
+        if not best:
+            return f.case, f.verdict, False
+        case, v = best[-1]
+        return case, v, True
+
+
+def _group(found: dict[str, Found], area: Area, v: Verdict, case: Case, choices: list[int] | None) -> None:
+    if not v.kind or v.status not in (*FAILING, "known"):
+        return
+    sig = signature(area.name, v.oracle, v.kind)
+    if sig in found:
+        found[sig].count += 1
+    else:
+        found[sig] = Found(v, case, choices)
+
 
 def draw_and_check(
     session: Session, test_id: str, area: Area, features: Features, k: int, seed: int
-) -> tuple[CaseFailed, list[int]] | None:
-    """Draw case `k` of a test's search (`seed`) and judge it; a failure, with the choices that
-    drew it.
+) -> tuple[Verdict, Case, list[int]]:
+    """Draw case `k` of a test's search (`seed`) and judge it: the verdict, the case, and the
+    choices that drew it.
 
     One case at a time for the cyclic collector: a case's programs are cycles (values and ops
     point at each other) that only it frees. Left to itself it ran mid-case, found the case's
     programs alive and moved them to older generations, where they turned to garbage that only
-    the rarer, slower collections freed: 1.3 s of a 13 s certify run on the reference. Paused for
-    the case and run at its end, when the case is garbage (drawn and judged in a frame of its own,
-    gone by then), it finds all of it young: 0.5 s (`gc.callbacks`; README, Overhead)."""
+    the rarer, slower collections freed. Paused for the case and run at its end, when the case
+    is garbage, it finds all of it young (`gc.callbacks`; docs/performance.md)."""
     with collector.paused(collect_young=True):
         return _draw_and_judge(session, test_id, area, features, k, seed)
 
 
 def _draw_and_judge(
     session: Session, test_id: str, area: Area, features: Features, k: int, seed: int
-) -> tuple[CaseFailed, list[int]] | None:
+) -> tuple[Verdict, Case, list[int]]:
     t = time.perf_counter()
     chooser = Seeded(seed) if k else Simplest()  # first the smallest case, as hypothesis
     case = draw(chooser, features, area.order, area.name)
-    try:
-        session.check(test_id, area, case, time.perf_counter() - t, f"seed:{seed:x}" if k else "simplest")
-    except CaseFailed as e:
-        return e, chooser.choices
-    return None
+    v = session.check(test_id, area, case, time.perf_counter() - t, f"seed:{seed:x}" if k else "simplest")
+    return v, case, chooser.choices
 
 
 def draw(chooser: Chooser, features: Features, order: int, area: str = "") -> Case:

@@ -13,11 +13,15 @@ from ..generators.case import Case
 from .api import FAILING, BackendResult, Verdict
 from .areas import Area
 from .backends import resolve
+from .defects import canonical, kind, known_defects, signature
 from .oracles import judge, normals
 from .oracles import reference as compare_reference
 from .reference_backend import ReferenceBackend
 from .results import ResultsFile
 from .runner import InProcess, Isolated, Outcome
+
+Held = tuple[str, str, str, str]  # a verdict as a session holds it: status, oracle, message, kind
+AGAIN = 2  # a new failure is judged this many times more: answers that differ are nondeterministic
 
 
 class CaseFailed(AssertionError):
@@ -50,23 +54,19 @@ class Session:
         # on record from an earlier run (resumed); the verdict alone, not its record (1.6 kB held a
         # verdict given, 3.1 kB one resumed: ~3.5 GB in a worker's hour of fuzzing; now 0.3 kB:
         # bench/memory.py)
-        self._verdicts: dict[tuple[str, str, str], tuple[str, str, str]] = {}  # (passes share a handful)
-        self.done: dict[tuple[str, str], tuple[str, str, str]] = {}
-        self.earlier: dict[tuple[str, str], tuple[str, str, str]] = {}
+        self._verdicts: dict[Held, Held] = {}  # (passes share a handful)
+        self.done: dict[tuple[str, str], Held] = {}
+        self.earlier: dict[tuple[str, str], Held] = {}
         if self.results is not None:
             for key, verdict in self.results.finished():
                 self.earlier[key] = self._verdict(*verdict)  # (the last of a case's, where it has several)
         self.last: dict[str, Any] | None = None  # the record of the last verdict written
-        # Tests whose backend crashed or hung: hypothesis would pay a worker restart (or the whole
-        # timeout) for every shrink step, so such a test stops running the backend and the
-        # case that crashed it stands as found.
-        self.broken: set[str] = set()
         # fuzzing: seconds each test may draw new cases for (a test that has failed may finish
         # shrinking whatever the time)
         self.budget = budget
         self.started: dict[str, float] = {}
-        self.failed: set[str] = set()
         self.saved: set[Path] = set()  # case files written by this session
+        self.known = known_defects(self.name)  # signature -> the backend's known defect
 
     def close(self) -> None:
         self.runner.close()
@@ -82,38 +82,61 @@ class Session:
         self, test_id: str, area: Area, case: Case, drawn_s: float | None = None, draw: str | None = None
     ) -> Verdict:
         """Judge `case` for `test_id` (once: a case met again gets its first verdict) and record the
-        verdict; raises `CaseFailed` with the report of a failing one. `drawn_s`: the seconds it
-        took to draw, for the record's timings. `draw`: how the seeded search drew it ("seed:HEX"
-        or "simplest", `search.redraw` draws it again), which then names it, and stands in for its
-        text in the record of a pass (printing a case cost a tenth of a check, and the text of
-        every pass made most of a results file)."""
+        verdict. A failure that is one of the backend's known defects is `known`; any other failure
+        is judged again (`AGAIN` more times) and is `nondeterministic` where the answers differ.
+        `drawn_s`: the seconds it took to draw, for the record's timings. `draw`: how the seeded
+        search drew it ("seed:HEX" or "simplest", `search.redraw` draws it again), which then names
+        it, and stands in for its text in the record of a pass (printing a case cost a tenth of a
+        check, and the text of every pass made most of a results file)."""
         if case.area != area.name:
             case = replace(case, area=area.name)
-        if test_id in self.broken:
-            return Verdict("pass", message="not run: this test's backend crashed or hung")
-        start = self.started.setdefault(test_id, time.monotonic())
-        if self.budget is not None and test_id not in self.failed and time.monotonic() - start > self.budget:
-            import pytest
-
-            pytest.skip(f"time budget of {self.budget:.0f} s spent")
         key = (test_id, draw or case.id)
         old = self.done.get(key) or self.earlier.get(key)
         if old is not None and (key in self.done or old[0] not in FAILING):
             # judged already (a failure from an earlier run is judged again: it may be fixed)
-            verdict = Verdict(*old)
+            verdict = Verdict(*old[:3])
+            verdict.kind = old[3]
         else:
             t0 = time.perf_counter()
             verdict, timings = self._judge(area, case)
+            verdict = self._classify(area, case, verdict)
             timings["total"] = time.perf_counter() - t0
             if drawn_s is not None:
                 timings["generation"] = drawn_s
             self._record(test_id, area, case, verdict, timings, draw)
-        if verdict.status in ("crash", "timeout"):
-            self.broken.add(test_id)
-        if verdict.status in FAILING:
-            self.failed.add(test_id)
-            raise CaseFailed(self._report(case, verdict))
         return verdict
+
+    def over_budget(self, test_id: str) -> bool:
+        """Whether `test_id` has drawn new cases for its time budget (fuzzing) already."""
+        start = self.started.setdefault(test_id, time.monotonic())
+        return self.budget is not None and time.monotonic() - start > self.budget
+
+    def verdict(self, area: Area, case: Case) -> Verdict:
+        """The classified verdict on `case`, recorded nowhere (a shrink step)."""
+        return self._classify(area, case, self._judge(area, replace(case, area=area.name))[0], again=0)
+
+    def _classify(self, area: Area, case: Case, v: Verdict, again: int | None = None) -> Verdict:
+        """`v` with its kind of discrepancy; `known` where its signature is a known defect's;
+        `nondeterministic` where judging the case again gives another answer."""
+        if v.status not in FAILING:
+            return v
+        v.kind = kind(v.status, v.oracle, v.message, v.actual, v.inputs)
+        sig = signature(area.name, v.oracle, v.kind)
+        if sig in self.known:
+            v.status = "known"
+            return v
+        answers = [sig]
+        for _ in range(AGAIN if again is None else again):
+            w = self._judge(area, case)[0]
+            answers.append(
+                signature(area.name, w.oracle, kind(w.status, w.oracle, w.message, w.actual, w.inputs))
+                if w.status in FAILING
+                else w.status
+            )
+        if len(set(answers)) > 1:
+            v.message = f"answers differ when judged {len(answers)} times: {' / '.join(answers)}; first: {v.message}"
+            v.status, v.kind = "nondeterministic", "nondeterministic"
+        return v
 
     def _run(self, case: Case) -> BackendResult | Outcome:
         return self.runner.run(case)
@@ -126,13 +149,16 @@ class Session:
         got = self._run(case)
         timings["backend"] = time.perf_counter() - t
         if isinstance(got, Outcome):
-            return Verdict(got.status, "backend", got.message), timings
+            # the area's capabilities are the backend's (else its tests are skipped): a case it
+            # cannot express is refused, a failure
+            status = "refused" if got.status == "unsupported" else got.status
+            return Verdict(status, "backend", got.message), timings
         timings.update({f"backend.{k}": v for k, v in got.timings.items()})  # as the backend splits its time
         t = time.perf_counter()
         try:
             ref = self.reference.run(case) if self.spec != "reference" else got
-        except Exception as e:  # the reference cannot judge this case
-            return Verdict("unsupported", "reference", f"reference backward: {e}"), timings
+        except Exception as e:  # the reference's own backward failed: an error of gradcert's, never a pass
+            return Verdict("error", "reference", f"reference backward: {type(e).__name__}: {e}"), timings
         timings["reference"] = time.perf_counter() - t
         t = time.perf_counter()
         verdict = judge(case, got, ref, seed=self.seed, exhaustive=self.exhaustive)
@@ -169,7 +195,7 @@ class Session:
             if got.status == "error" and (got.error_type == "ValueError" or "shape" in got.message.lower()):
                 return Verdict("pass")
             return Verdict(
-                "fail" if got.status == "error" else got.status,
+                {"error": "fail", "unsupported": "refused"}.get(got.status, got.status),
                 "bad_request",
                 f"a cotangent of the wrong shape should raise a clear error, got {got.message}",
             )
@@ -197,34 +223,57 @@ class Session:
             rec["case_id"] = draw
         else:
             rec["case_id"], rec["case"] = case.id, case.to_text()
-        if v.status in FAILING:
-            path = self.save(case, v)
-            rec["case_file"] = str(path)
-            rec["replay"] = self.replay_command(path)
+        if v.kind:
+            rec["signature"] = sig = signature(area.name, v.oracle, v.kind)
+            if v.status == "known":
+                rec["known_case"] = self.known[sig].case
+        if draw is not None and v.kind:
+            rec["replay"] = f"gradcert replay '{test_id}[{draw}]' --backend {self.spec}"
         if self.results is not None:
             self.results.append(rec)
-        self.done[(test_id, rec["case_id"])] = self._verdict(v.status, v.oracle, v.message)  # (met again: not judged)
+        self.done[(test_id, draw or rec["case_id"])] = self._verdict(v.status, v.oracle, v.message, v.kind)
         self.last = rec
 
-    def _verdict(self, status: str, oracle: str, message: str) -> tuple[str, str, str]:
-        v = (status, oracle, message)
+    def defect(self, test_id: str, area: Area, sig: str, case: Case, v: Verdict, cases: int, shrunk: bool) -> str:
+        """Record a defect found by `test_id` (its signature, the number of its cases the test met,
+        the minimal case `case` with verdict `v`, saved with its replay command); its report."""
+        path = self.save(case, v)
+        rec: dict[str, Any] = {
+            "defect": sig,
+            "test_id": test_id,
+            "area": area.name,
+            "backend": self.name,
+            "backend_version": self.runner.version,
+            "profile": self.profile,
+            "time": time.time(),
+            "cases": cases,
+            "shrunk": shrunk,
+            "canonical": canonical(case),
+            "size": case.size(),
+            **v.to_json(),
+            "case": case.to_text(),
+            "case_file": str(path),
+            "replay": self.replay_command(path),
+        }
+        if self.results is not None:
+            self.results.append(rec)
+        return (
+            f"{v.status.upper()} {sig}: {cases} case(s)\n  {v.message}\n\n"
+            f"{case.to_text().split('---')[0]}\nreplay: {self.replay_command(path)}"
+        )
+
+    def _verdict(self, status: str, oracle: str, message: str, kind: str = "") -> Held:
+        v = (status, oracle, message, kind)
         return self._verdicts.setdefault(v, v)
 
     def save(self, case: Case, v: Verdict) -> Path:
         d = self.findings / self.name
         path = d / f"{case.area}-{v.oracle or v.status}-{case.id}.case"
-        if path not in self.saved:  # shrinking meets a failing case again and again
+        if path not in self.saved:
             d.mkdir(parents=True, exist_ok=True)
             path.write_text(case.to_text())
             self.saved.add(path)
-        return path
+        return path.resolve()
 
     def replay_command(self, path: Path) -> str:
         return f"gradcert replay {path} --backend {self.spec}"
-
-    def _report(self, case: Case, v: Verdict) -> str:
-        path = self.save(case, v)
-        return (
-            f"{v.status} ({v.oracle}): {v.message}\n\n{case.to_text().split('---')[0]}\n"
-            f"replay: {self.replay_command(path)}"
-        )

@@ -18,14 +18,22 @@ from .. import collector
 from ..conformance.api import FAILING, STATUSES
 from ..conformance.areas import AREAS
 from ..conformance.results import read_records
-from .summary import latest, matrix
+from .summary import Comparison, Loaded, compare, defects, load, matrix, not_reproduced
 
 
-def render(records: list[dict[str, Any]], title: str = "gradcert conformance report") -> str:
-    """The page, from the latest record of each case (`summary.latest`)."""
+def render(
+    records: list[dict[str, Any]],
+    title: str = "gradcert conformance report",
+    loaded: Loaded | None = None,
+    comparison: Comparison | None = None,
+) -> str:
+    """The page, from the latest record of each case (`summary.latest`), the defects found
+    (`summary.defects`), how the run ended, and a comparison with a baseline run."""
     m = matrix(records)
     areas = [a for a in AREAS if any(a in per for per in m.values())]
-    failures = [r for r in records if r["status"] in FAILING]
+    loaded = loaded if loaded is not None else Loaded(records, [], [])
+    known = _known(m)
+    found = defects(loaded, known)
     meta: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "platform": f"{platform.system()} {platform.machine()}, Python {platform.python_version()}",
@@ -40,12 +48,28 @@ def render(records: list[dict[str, Any]], title: str = "gradcert conformance rep
         areas=areas,
         area_titles={a: AREAS[a].title for a in AREAS},
         statuses=STATUSES,
-        failures=failures,
+        defects=found,
+        gone=not_reproduced(loaded, known),
+        ending=loaded.ending,
+        comparison=comparison,
         meta=meta,
         total=len(records),
         escape=html.escape,
         plot=error_plot(records),
     )
+
+
+def _known(m: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The known defects of each backend in the records (a file that cannot be read: none)."""
+    from ..conformance.defects import KnownDefectsError, known_defects
+
+    out = {}
+    for b in m:
+        try:
+            out[b] = known_defects(b)
+        except KnownDefectsError:
+            out[b] = {}
+    return out
 
 
 @functools.cache
@@ -123,33 +147,36 @@ def error_plot(records: list[dict[str, Any]], width: int = 640, height: int = 22
     return "".join(parts)
 
 
-def write(paths: list[str | Path], out: str | Path) -> Path:
-    """The HTML report at `out`, with its JSON summary (.json) and JUnit XML (.xml) beside it."""
+def write(paths: list[str | Path], out: str | Path, baseline: str | Path | None = None) -> Path:
+    """The HTML report at `out`, with its JSON summary (.json) and JUnit XML (.xml) beside it;
+    compared with the `baseline` results file where one is given."""
     p = Path(out)
     p.parent.mkdir(parents=True, exist_ok=True)
-    # (the collector walked the records read so far again and again: 40-48 ms of 0.3 s; records
-    # are plain dicts and lists, freed by their reference counts once written: before the
-    # collector is on again, or its first collection would walk them all once more)
+    # (the collector walked the records read so far again and again: records are plain dicts and
+    # lists, freed by their reference counts once written: before the collector is on again, or
+    # its first collection would walk them all once more)
     with collector.paused():
-        _write(paths, p)
+        _write(paths, p, baseline)
     return p
 
 
-def _write(paths: list[str | Path], p: Path) -> None:
+def _write(paths: list[str | Path], p: Path, baseline: str | Path | None) -> None:
     from .writers import write_json, write_junit
 
     # read once for all three (reading was half the time); what the report does not need of a case
     # that passed is dropped as it is read (an hour's fuzzing is millions of cases)
-    records = latest(map(_slimmer(), read_records(paths)))
-    p.write_text(render(records))
-    write_json(records, p.with_suffix(".json"))
+    loaded = load(map(_slimmer(), read_records(paths)))
+    comparison = compare(load(read_records([baseline])), loaded) if baseline else None
+    records = loaded.cases
+    p.write_text(render(records, loaded=loaded, comparison=comparison))
+    write_json(records, p.with_suffix(".json"), loaded)
     write_junit(records, p.with_suffix(".xml"))
 
 
 # what the report reads of a case that did not fail (a failure's record is kept whole: its text,
 # its gradients, its replay command); those but the case's own id and message repeat from case to
 # case, and are held once
-_KEPT = ("test_id", "area", "backend", "backend_version", "profile", "seed", "status", "oracle")
+_KEPT = ("test_id", "area", "backend", "backend_version", "profile", "seed", "status", "oracle", "signature")
 
 
 def _slimmer() -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -158,7 +185,7 @@ def _slimmer() -> Callable[[dict[str, Any]], dict[str, Any]]:
     shared: dict[Any, Any] = {}
 
     def slim(r: dict[str, Any]) -> dict[str, Any]:
-        if r.get("status") in FAILING:
+        if r.get("status") in FAILING or "case_id" not in r:
             return r
         out = {k: shared.setdefault(r[k], r[k]) for k in _KEPT if k in r}
         out["case_id"], out["message"] = r.get("case_id", ""), r.get("message", "")

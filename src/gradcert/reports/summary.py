@@ -1,20 +1,59 @@
-"""Counting verdicts: the backend x area matrix every report shows."""
+"""Counting verdicts and defects: what every report, the terminal summary and a baseline
+comparison show.
+
+A results file holds three kinds of record: a case's verdict (it has a `case_id`), a defect a test
+found and shrank (`defect`: its signature), and the start and end of a run (`run`)."""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..conformance.api import FAILING, STATUSES
 
 
+@dataclass
+class Loaded:
+    cases: list[dict[str, Any]]  # the latest verdict of each (backend, test, case)
+    defects: list[dict[str, Any]]  # defect records, in order
+    runs: list[dict[str, Any]]  # run records, in order
+
+    @property
+    def ending(self) -> dict[str, Any] | None:
+        """The end record of the last run, or a synthetic incomplete ending where the last run
+        started and never ended (killed outright); None where no run is on record (a results
+        file written by pytest alone)."""
+        if not self.runs:
+            return None
+        last = self.runs[-1]
+        if last["run"] == "end":
+            return last
+        return {"run": "end", "complete": False, "planned": last.get("planned"), "signal": "killed"}
+
+    @property
+    def incomplete(self) -> bool:
+        e = self.ending
+        return e is not None and not e.get("complete")
+
+
+def load(records: Iterable[dict[str, Any]]) -> Loaded:
+    cases: dict[tuple[str, str, str], dict[str, Any]] = {}
+    defects, runs = [], []
+    for r in records:
+        if "run" in r:
+            runs.append(r)
+        elif "defect" in r:
+            defects.append(r)
+        elif "case_id" in r:
+            cases[(r.get("backend", ""), r.get("test_id", ""), r["case_id"])] = r
+    return Loaded(list(cases.values()), defects, runs)
+
+
 def latest(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """One record per (backend, test, case): the last written (a resumed run may repeat none)."""
-    out: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for r in records:
-        out[(r.get("backend", ""), r.get("test_id", ""), r.get("case_id", ""))] = r
-    return list(out.values())
+    return load(records).cases
 
 
 def matrix(records: list[dict[str, Any]]) -> dict[str, dict[str, Counter[str]]]:
@@ -25,10 +64,97 @@ def matrix(records: list[dict[str, Any]]) -> dict[str, dict[str, Counter[str]]]:
     return m
 
 
-def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+@dataclass
+class Defect:
+    signature: str
+    backend: str
+    area: str
+    oracle: str
+    kind: str
+    status: str  # known, or the failing status of its cases (fail, error, refused, nondeterministic, ...)
+    cases: int = 0
+    tests: set[str] = field(default_factory=set)
+    example: dict[str, Any] | None = None  # the smallest record showing it: a shrunk defect, else a case
+    known: Any = None  # the KnownDefect, for a known one
+
+    @property
+    def new(self) -> bool:
+        return self.known is None
+
+
+def defects(loaded: Loaded, known: dict[str, dict[str, Any]] | None = None) -> list[Defect]:
+    """Every distinct defect in the records, by signature: its case count, the tests that met it
+    and its smallest case; new ones first (then by case count). `known`: backend -> signature ->
+    KnownDefect, to name the known ones."""
+    out: dict[tuple[str, str], Defect] = {}
+
+    def get(r: dict[str, Any], sig: str) -> Defect:
+        key = (r["backend"], sig)
+        if key not in out:
+            oracle, area, kind = (sig.split(" | ", 2) + ["", ""])[:3]
+            k = (known or {}).get(r["backend"], {}).get(sig)
+            out[key] = Defect(sig, r["backend"], area, oracle, kind, r["status"], known=k)
+        return out[key]
+
+    for r in loaded.cases:
+        sig = r.get("signature")
+        if sig and (r["status"] in FAILING or r["status"] == "known"):
+            d = get(r, sig)
+            d.cases += 1
+            d.tests.add(r["test_id"])
+            if r["status"] == "nondeterministic":
+                d.status = "nondeterministic"
+            if d.example is None or r.get("size", 0) < d.example.get("size", 0):
+                d.example = r
+    for r in loaded.defects:
+        d = get(r, r["defect"])
+        if d.example is None or "defect" not in d.example or r.get("size", 0) < d.example.get("size", 0):
+            d.example = r
+    return sorted(out.values(), key=lambda d: (not d.new, d.status != "nondeterministic", -d.cases, d.signature))
+
+
+def not_reproduced(loaded: Loaded, known: dict[str, dict[str, Any]]) -> list[Any]:
+    """The known defects of areas this run judged that no case showed: fixed, or not drawn."""
+    met = {(r["backend"], r.get("signature")) for r in loaded.cases if r["status"] == "known"}
+    ran = {(r["backend"], r["area"]) for r in loaded.cases if r["status"] != "unsupported"}
+    return [
+        k
+        for backend, ks in known.items()
+        for sig, k in sorted(ks.items())
+        if (backend, k.area) in ran and (backend, sig) not in met
+    ]
+
+
+@dataclass
+class Comparison:
+    regressions: list[dict[str, Any]]  # cases that passed in the baseline and fail now
+    new: list[str]  # signatures met now, not in the baseline
+    fixed: list[str]  # in the baseline, not met now
+    still: list[str]  # in both
+
+
+def compare(baseline: Loaded, now: Loaded) -> Comparison:
+    """This run against an earlier one of the same draws (`certify --baseline`)."""
+    before = {(r["test_id"], r["case_id"]): r["status"] for r in baseline.cases}
+    bad = (*FAILING, "known")
+    regressions = [
+        r for r in now.cases if r["status"] in bad and before.get((r["test_id"], r["case_id"])) in ("pass", "invalid")
+    ]
+    was = {r["signature"] for r in baseline.cases if r.get("signature") and r["status"] in bad}
+    was |= {r["defect"] for r in baseline.defects}
+    is_ = {r["signature"] for r in now.cases if r.get("signature") and r["status"] in bad}
+    is_ |= {r["defect"] for r in now.defects}
+    return Comparison(regressions, sorted(is_ - was), sorted(was - is_), sorted(is_ & was))
+
+
+def summary(records: list[dict[str, Any]], loaded: Loaded | None = None) -> dict[str, Any]:
     m = matrix(records)
+    found = defects(loaded) if loaded is not None else []
+    ending = loaded.ending if loaded is not None else None
     return {
         "statuses": list(STATUSES),
+        "complete": ending is None or bool(ending.get("complete")),
+        "run": ending,
         "backends": {
             b: {
                 "version": next((r.get("backend_version", "") for r in records if r["backend"] == b), ""),
@@ -37,10 +163,23 @@ def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
             }
             for b, areas in sorted(m.items())
         },
+        "defects": [
+            {
+                "signature": d.signature,
+                "backend": d.backend,
+                "status": "known" if d.known else d.status,
+                "cases": d.cases,
+                "tests": sorted(d.tests),
+                "replay": (d.example or {}).get("replay"),
+                "case_file": (d.example or {}).get("case_file"),
+                "known_case": d.known.case if d.known else None,
+            }
+            for d in found
+        ],
         "failures": [
             {
                 k: r.get(k)
-                for k in ("backend", "area", "test_id", "case_id", "status", "oracle", "message", "replay", "case_file")
+                for k in ("backend", "area", "test_id", "case_id", "status", "oracle", "message", "replay", "signature")
             }
             for r in records
             if r["status"] in FAILING

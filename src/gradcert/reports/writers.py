@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from .summary import summary
+from .summary import Loaded, summary
 
 
-def write_json(records: list[dict[str, Any]], out: str | Path) -> Path:
+def write_json(records: list[dict[str, Any]], out: str | Path, loaded: Loaded | None = None) -> Path:
     p = Path(out)
-    p.write_text(json.dumps(summary(records), indent=1, sort_keys=True) + "\n")
+    p.write_text(json.dumps(summary(records, loaded), indent=1, sort_keys=True) + "\n")
     return p
 
 
@@ -62,7 +62,17 @@ def write_junit(records: list[dict[str, Any]], out: str | Path) -> Path:
 
 
 # a status's element, as its place in a suite's counts: 1 <failure>, 2 <error>, 3 <skipped>
-_KINDS = {"fail": 1, "error": 2, "crash": 2, "timeout": 2, "invalid": 3, "unsupported": 3}
+_KINDS = {
+    "fail": 1,
+    "refused": 1,
+    "nondeterministic": 1,
+    "error": 2,
+    "crash": 2,
+    "timeout": 2,
+    "invalid": 3,
+    "unsupported": 3,
+    "known": 3,
+}
 
 
 def _testcase(r: dict[str, Any], classname: str) -> str:

@@ -1,0 +1,189 @@
+"""Distinct defects: what a failure is, not which program showed it.
+
+A failing case's **signature** is `oracle | area | kind`: the oracle that failed it, the area it
+was drawn for, and the kind of discrepancy, read off the verdict alone (no further run of the
+backend): None where a gradient belongs, a gradient where none belongs, zeros where the gradient is
+not zero, a wrong value, a non-finite value, a wrong shape or dtype, which invariant is broken and
+by which op, which exception type the backend raised (and its message with numbers, names and
+shapes blanked), crash (and how the process died), timeout, refused, nondeterministic. Cases with
+one signature are one defect; its first case is shrunk, and the canonical form of the minimal case
+(its op skeleton with nesting: `canonical`) is shown beside the signature.
+
+Every case is classified as it is judged, so that a run counts each defect's cases and goes on
+drawing past a known one. The price of classifying without a shrink per case: two bugs of one
+backend that fail the same oracle in the same area in the same way are one defect until the
+first is fixed. Bugs in different areas, oracles or kinds are told apart, which is what lets a new
+defect show beside a known one (tests/test_defects.py plants both).
+
+A backend's known defects are a TOML file, `known_failures/<backend>.toml`: one `[[defect]]`
+table each, with its signature (`area`, `oracle`, `kind`), the minimal case that shows it (`case`,
+relative to `known_failures/`) and the `reason`. A failing case whose signature is a known
+defect's gets the status `known`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+KNOWN = Path(__file__).parent / "known_failures"
+
+# statuses whose kind is the status itself
+_PLAIN = ("timeout", "refused", "nondeterministic")
+
+
+def kind(status: str, oracle: str, message: str, actual: dict[str, Any] | None = None, wrong: Any = ()) -> str:
+    """The kind of discrepancy of a failing verdict (its status, oracle, message, the gradients
+    the backend gave and the inputs found wrong)."""
+    if status in _PLAIN:
+        return status
+    if status == "crash":
+        m = re.search(r"killed by (SIG\w+)|exited with status (-?\d+)", message)
+        return f"crash ({m[1] or 'status ' + m[2]})" if m else "crash"
+    if status == "error":
+        kind_, _, rest = message.partition(":")
+        return f"raised {kind_.strip()}: {_blank(rest)}" if re.fullmatch(r"[\w.]+", kind_.strip()) else "raised"
+    if oracle == "semantics":
+        if "got None" in message:
+            return "None where a gradient belongs"
+        if "got a gradient" in message:
+            return "a gradient where none belongs"
+        if "gradient is" in message:
+            return "wrong shape or dtype"
+        return "wrong number of gradients"
+    if oracle == "invariants":
+        # (which op is left over varies with the program; the defect is leaving one)
+        found = sorted({m[1] for m in re.finditer(r"(zero-fill|dead backward op)", message)})
+        return " and ".join(found) + " left without a use" if found else _blank(message)
+    if oracle == "first_order" and "where the reference has" in message:
+        return "first-order gradients where the reference has None, or None where it has one"
+    if oracle == "bad_request":
+        return "accepted a wrong-shape cotangent" if "was accepted" in message else "unclear error for a bad request"
+    if oracle == "lowering":
+        return "adapter lowering bug"
+    grads = [actual.get(n) for n in wrong] if actual else []
+    flat = [x for g in grads if g is not None for x in _flatten(g)]
+    if flat and any(isinstance(x, float) and x != x or x in (float("inf"), float("-inf")) for x in flat):
+        return "non-finite gradient"
+    if flat and all(x == 0 for x in flat):
+        return "zeros where the gradient is not zero"
+    return "wrong value"
+
+
+def _flatten(x: Any) -> list[Any]:
+    if isinstance(x, list):
+        return [y for e in x for y in _flatten(e)]
+    return [x]
+
+
+def _blank(text: str) -> str:
+    """A message with what varies from case to case blanked: shapes, numbers, quoted names, %values."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    first = re.sub(r"\[[^\]]*\]|\([^)]*\)", "[…]", first)
+    first = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", first)
+    first = re.sub(r"%\w+|0x[0-9a-f]+|\d+(\.\d+)?(e-?\d+)?", "#", first)
+    return " ".join(first.split())[:120]
+
+
+def signature(area: str, oracle: str, kind_: str) -> str:
+    return f"{oracle} | {area} | {kind_}"
+
+
+def canonical(case: Any) -> str:
+    """A case's program as its op skeleton with nesting (`while{cond: less_than; body: sin}`), without
+    constants, names or values: how one defect's minimal cases are compared and shown."""
+
+    def block(ops: Any) -> str:
+        parts = []
+        for op in ops:
+            if op.name in ("full", "yield"):
+                continue
+            if op.blocks:
+                inner = "; ".join(f"{b.label}: {block(b.ops)}" if b.label else block(b.ops) for b in op.blocks)
+                parts.append(f"{op.name}{{{inner}}}")
+            else:
+                parts.append(op.name)
+        return " ".join(parts) or "-"
+
+    return block(case.program.block.ops)
+
+
+@dataclass(frozen=True)
+class KnownDefect:
+    area: str
+    oracle: str
+    kind: str
+    case: str  # the minimal case file, relative to the known-failures folder
+    reason: str
+
+    @property
+    def signature(self) -> str:
+        return signature(self.area, self.oracle, self.kind)
+
+
+class KnownDefectsError(ValueError):
+    pass
+
+
+def known_folder() -> Path:
+    return Path(os.environ.get("GRADCERT_KNOWN_FAILURES", KNOWN))
+
+
+def known_defects(backend: str) -> dict[str, KnownDefect]:
+    """The backend's known defects by signature (`known_failures/<backend>.toml`); a file that does
+    not parse or lacks a field is an error naming it."""
+    path = known_folder() / f"{backend}.toml"
+    if not path.exists():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise KnownDefectsError(f"{path}: {e}") from None
+    out = {}
+    for n, d in enumerate(data.get("defect", []), 1):
+        missing = [k for k in ("area", "oracle", "kind", "case", "reason") if k not in d]
+        if missing:
+            raise KnownDefectsError(f"{path}: defect {n} lacks {', '.join(missing)}")
+        k = KnownDefect(d["area"], d["oracle"], d["kind"], d["case"], d["reason"])
+        if not (known_folder() / k.case).exists():
+            raise KnownDefectsError(f"{path}: defect {n}: no case file {k.case}")
+        out[k.signature] = k
+    return out
+
+
+def entries(records: Any, folder: Path, backend: str) -> str:
+    """Known-defect tables (TOML) for every defect of `backend` in `records` that is not known
+    yet: one per signature, its smallest case written to `folder/<backend>/<area>-<oracle>-<id>.case`
+    (`gradcert known`, which is how a team accepts today's defects as its baseline). The reason
+    is the failure's message until someone writes a better one."""
+    smallest: dict[str, dict[str, Any]] = {}
+    for r in records:
+        sig = r.get("signature") or r.get("defect")
+        if r.get("backend") != backend or not sig or r.get("status") == "known" or "case" not in r:
+            continue
+        if sig not in smallest or r.get("size", 0) < smallest[sig].get("size", 0):
+            smallest[sig] = r
+    out = []
+    for sig, r in sorted(smallest.items()):
+        oracle, area, kind_ = sig.split(" | ", 2)
+        from ..generators.case import parse_case
+
+        case = parse_case(r["case"])
+        rel = f"{backend}/{area}-{oracle}-{case.id}.case"
+        (folder / backend).mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(r["case"])
+        reason = " ".join(str(r.get("message", "")).split())[:200]
+        out.append(
+            "[[defect]]\n"
+            f"area = {_quote(area)}\noracle = {_quote(oracle)}\nkind = {_quote(kind_)}\n"
+            f"case = {_quote(rel)}\nreason = {_quote(reason)}\n"
+        )
+    return "\n".join(out)
+
+
+def _quote(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -1,0 +1,284 @@
+"""A run of the certification tests as `gradcert certify` and `gradcert fuzz` make it: outputs
+checked before anything runs, one live run per results file, the tests in a child pytest (its own
+process group, so that no xdist worker outlives the run), a live progress line, honest endings.
+
+The child's own output goes to `RESULTS.log` (`-v` shows it); this process follows the results
+file and prints what a person reads: the progress line, then the summary (areas x statuses, one
+block per defect). A run records its start (cases planned) and its end (complete or not, why,
+cases judged) in the results file, so that a report rendered from it later says INCOMPLETE too.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+from .api import STATUSES
+from .results import ResultsFile, read_records
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
+
+
+class RunError(ValueError):
+    """Bad usage found before anything runs (exit 2, one line)."""
+
+
+def check_outputs(results: Path, report: Path, findings: Path) -> None:
+    """Every output can be written, and the results file (resumed) reads as JSON lines: else one
+    line naming what is wrong, before anything runs or is overwritten."""
+    for path, what in ((results, "results file"), (report, "report")):
+        _writable_file(path, what)
+    _writable_dir(findings, "findings folder")
+    for _ in read_records([results]):  # (a ResultsFileError names the file and line)
+        pass
+
+
+def _writable_dir(d: Path, what: str) -> None:
+    probe = d
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise RunError(f"{d}: the {what} cannot be made: {probe} is not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise RunError(f"{d}: the {what} is not writable ({probe} is read-only)")
+
+
+def _writable_file(p: Path, what: str) -> None:
+    if p.is_dir():
+        raise RunError(f"{p}: the {what} is a folder")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise RunError(f"{p}: the {what} is not writable")
+    _writable_dir(p.parent, f"{what}'s folder")
+
+
+@contextmanager
+def exclusive(results: Path) -> Iterator[None]:
+    """Hold `RESULTS.lock` for the run: a second run on a results file that a live run is writing
+    is refused (it would judge every case again beside it, appending duplicates)."""
+    results.parent.mkdir(parents=True, exist_ok=True)
+    lock = results.with_name(results.name + ".lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise RunError(f"{results}: a live run (pid {pid}) is writing this results file") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # (the lock goes with it; the file stays, empty of meaning)
+
+
+class Interrupted(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def signals_raise() -> Iterator[None]:
+    """SIGINT and SIGTERM raise `Interrupted` in this process for the run's duration."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Interrupted(signum)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def stop(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
+    """Stop the child pytest and every process of its group (its xdist workers and their backend
+    workers): SIGTERM, then SIGKILL after `grace` seconds."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+        # the group's other members may still be on their way out
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+
+
+class Follow:
+    """Counts the case verdicts appended to a results file since it was opened, reading only what
+    is new; the defects (signatures of failing and known cases) met so far."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.pos = path.stat().st_size if path.exists() else 0
+        self.counts: Counter[str] = Counter()
+        self.signatures: set[str] = set()
+        self.n = 0
+
+    def poll(self) -> None:
+        if not self.path.exists():
+            return
+        with open(self.path) as f:
+            f.seek(self.pos)
+            while True:
+                line = f.readline()
+                if not line.endswith("\n"):
+                    break  # a line still being written: read it next time
+                self.pos = f.tell()
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if "case_id" in r and "defect" not in r:
+                    self.counts[r["status"]] += 1
+                    self.n += 1
+                    if r.get("signature"):
+                        self.signatures.add(r["signature"])
+
+
+class Progress:
+    """One live line on a terminal (cases judged / planned, defects so far, elapsed, ETA); where
+    the output is not a terminal (CI), the same line every `every` seconds."""
+
+    def __init__(self, follow: Follow, planned: int | None, budget: float | None = None, every: float = 30.0) -> None:
+        self.follow, self.planned, self.budget = follow, planned, budget
+        self.t0 = time.monotonic()
+        self.tty = sys.stderr.isatty()
+        self.every, self.last = every, 0.0
+        self.done_before = 0  # cases judged by earlier runs on this file (a resumed run)
+
+    def line(self) -> str:
+        f = self.follow
+        elapsed = time.monotonic() - self.t0
+        judged = f.n + self.done_before
+        counts = ", ".join(f"{s} {f.counts[s]}" for s in STATUSES if f.counts[s]) or "starting"
+        text = f"{judged}" + (f"/{self.planned}" if self.planned else "") + f" cases ({counts})"
+        text += f" | {len(f.signatures)} defect(s) | {_clock(elapsed)}"
+        if self.budget is not None:
+            text += f" | {_clock(max(0.0, self.budget - elapsed))} left"
+        elif self.planned and f.n and judged < self.planned:
+            text += f" | ETA {_clock(elapsed / f.n * (self.planned - judged))}"
+        return text
+
+    def tick(self) -> None:
+        self.follow.poll()
+        now = time.monotonic()
+        if self.tty:
+            sys.stderr.write("\r" + self.line()[:150].ljust(100))
+            sys.stderr.flush()
+        elif now - self.last >= self.every:
+            self.last = now
+            print(self.line(), file=sys.stderr, flush=True)
+
+    def end(self) -> None:
+        self.follow.poll()
+        if self.tty:
+            sys.stderr.write("\r" + self.line()[:150].ljust(100) + "\n")
+            sys.stderr.flush()
+
+
+def _clock(s: float) -> str:
+    s = int(s)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def run_child(
+    cmd: list[str], env: dict[str, str], log: IO[str], progress: Progress, verbose: bool = False
+) -> tuple[int, int | None]:
+    """Run the child pytest to its end or to a signal: (its exit code, the signal that stopped it
+    or None)."""
+    proc = subprocess.Popen(
+        cmd,
+        stdout=None if verbose else log,
+        stderr=subprocess.STDOUT if not verbose else None,
+        start_new_session=True,  # its own process group: stopped whole
+        env=env,
+    )
+    try:
+        with signals_raise():
+            while proc.poll() is None:
+                progress.tick()
+                time.sleep(0.25)
+    except Interrupted as e:
+        stop(proc)
+        progress.end()
+        return proc.returncode if proc.returncode is not None else -e.signum, e.signum
+    finally:
+        if proc.poll() is None:  # (anything else that ended this loop)
+            stop(proc)
+    progress.end()
+    return proc.returncode, None
+
+
+def record_run(results: Path, record: dict[str, Any]) -> None:
+    f = ResultsFile(results)
+    try:
+        f.append({"run": record.pop("run"), "time": time.time(), **record})
+    finally:
+        f.close()
+
+
+def judged(results: Path) -> int:
+    """Distinct cases judged on record (an interrupted run's and its resumption's together)."""
+    return len({(r["test_id"], r.get("draw") or r["case_id"]) for r in read_records([results]) if r.get("case_id")})
+
+
+def exit_for(signum: int | None) -> int:
+    return {signal.SIGINT: EXIT_SIGINT, signal.SIGTERM: EXIT_SIGTERM}.get(signum or 0, EXIT_FAIL)  # type: ignore[call-overload]
+
+
+def print_summary(loaded: Any, known: dict[str, Any], out: IO[str] = sys.stdout) -> list[Any]:
+    """The areas x statuses table, then one block per defect (new first); returns the defects."""
+    from ..reports.summary import defects, matrix, not_reproduced
+
+    m = matrix(loaded.cases)
+    shown = [s for s in STATUSES if any(c[s] for per in m.values() for c in per.values())]
+    for backend, per in m.items():
+        print(f"\n{backend}: cases by area", file=out)
+        width = max([len(a) for a in per] + [4])
+        print("  " + "area".ljust(width) + "".join(s.rjust(max(len(s), 5) + 2) for s in shown), file=out)
+        for area, c in per.items():
+            print("  " + area.ljust(width) + "".join(str(c[s]).rjust(max(len(s), 5) + 2) for s in shown), file=out)
+    found = defects(loaded, known)
+    for d in found:
+        ex = d.example or {}
+        head = "KNOWN" if d.known else ("NEW " + d.status.upper() if d.status != "fail" else "NEW")
+        print(f"\n{head} {d.backend}: {d.signature}  ({d.cases} case(s) in {len(d.tests)} test(s))", file=out)
+        if d.known:
+            print(f"  known: {d.known.reason}\n  on file: {d.known.case}", file=out)
+        else:
+            print(f"  {str(ex.get('message', ''))[:300]}", file=out)
+            if ex.get("case"):
+                program = str(ex["case"]).split("---")[0].rstrip()
+                print("  " + program.replace("\n", "\n  "), file=out)
+        if ex.get("replay"):
+            print(f"  replay: {ex['replay']}", file=out)
+    for k in not_reproduced(loaded, known):
+        print(f"\nNOT REPRODUCED (fixed?) {k.signature}\n  {k.reason}\n  on file: {k.case}", file=out)
+    return found
+
+
+def defects_of(loaded: Any, known: dict[str, Any]) -> list[Any]:
+    from ..reports.summary import defects
+
+    return defects(loaded, known)
