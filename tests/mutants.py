@@ -4,6 +4,7 @@ implementation could have. The `quick` profile must catch every one (tests/test_
 from __future__ import annotations
 
 import os
+import random
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -242,6 +243,112 @@ class HangOnIf(Mutant):
         return case
 
 
+class ZerosForUnreachableInLoops(Mutant):
+    """Zeros, not None, for an input that reaches no output, in programs with a loop: a known defect
+    of `KnownAndNewInLoops` (as Paddle's inputs of dead loop-body ops)."""
+
+    name = "zeros-for-unreachable-in-loops"
+
+    def after(self, r: BackendResult, case: Case) -> BackendResult:
+        if any(op.name == "while" for op in case.program.walk()):
+            r.grads = [np.zeros_like(case.inputs[i]) if g is None else g for g, i in zip(r.grads, case.wrt)]
+        return r
+
+
+class KnownAndNewInLoops(ZerosForUnreachableInLoops, ForgetLoopAccumulation):
+    """Two defects inside loops: the zeros above, on file as known (tests/known/), and a new one,
+    the accumulation of a captured value's cotangent across trips forgotten."""
+
+    name = "known-and-new-in-loops"
+
+    def patches(self) -> Any:
+        return ForgetLoopAccumulation.patches(self)
+
+
+class ZerosInIfs(Mutant):
+    """Zeros, not None, for an input that reaches no output, in programs with an `if`."""
+
+    name = "zeros-in-ifs"
+
+    def after(self, r: BackendResult, case: Case) -> BackendResult:
+        if any(op.name == "if" for op in case.program.walk()):
+            r.grads = [np.zeros_like(case.inputs[i]) if g is None else g for g, i in zip(r.grads, case.wrt)]
+        return r
+
+
+class KnownAndNewInIfs(ZerosInIfs, WrongSinRule):
+    """Two defects in `if` programs: the zeros above, on file as known (tests/known/), and a new
+    one: sin's rule is wrong where the sin lies inside a branch."""
+
+    name = "known-and-new-in-ifs"
+
+    def patches(self) -> Any:
+        def wrap(vjp: Any, ctx: Any, op: Any, cts: Any, needed: Any) -> Any:
+            out = vjp(ctx, op, cts, needed)
+            return [ctx.neg(v) for v in out] if op.parent is not None and op.parent.label in ("then", "else") else out
+
+        return vjp_wrapped("sin", wrap)
+
+
+class KnownAndNewInIfsRegressed(KnownAndNewInIfs):
+    """KnownAndNewInIfs with one more defect (a regression): an unused `full_like` left behind."""
+
+    name = "known-and-new-in-ifs-regressed"
+
+    @contextmanager
+    def patches(self) -> Iterator[None]:
+        with KnownAndNewInIfs.patches(self), UnusedFullLike.patches(self):  # type: ignore[arg-type]
+            yield
+
+
+class RefuseZeroTrip(ReferenceBackend):
+    """Declares `while`, yet refuses every loop that runs no trip."""
+
+    name = "refuse-zero-trip"
+
+    def run(self, case: Case) -> BackendResult:
+        from gradcert.conformance.api import Unsupported
+        from gradcert.reference.interpreter import Interpreter
+
+        trace = Interpreter().run(case.program, list(case.inputs)).trace
+        if any(op.name == "while" and trips == 0 for op, trips in trace):
+            raise Unsupported("zero-trip loops are not supported")
+        return super().run(case)
+
+
+class Flaky(Mutant):
+    """Every other answer, in no pattern, is off by a relative 1e-3 (a race in a thread pool)."""
+
+    name = "flaky"
+
+    def after(self, r: BackendResult, case: Case) -> BackendResult:
+        if random.random() < 0.5:
+            r.grads = [None if g is None else g * (1 + 1e-3) for g in r.grads]
+        return r
+
+
+class Slow(ReferenceBackend):
+    """A correct backend that takes a tenth of a second a case (runs to interrupt)."""
+
+    name = "slow"
+
+    def run(self, case: Case) -> BackendResult:
+        time.sleep(0.1)
+        return super().run(case)
+
+
+class NoLoops(ReferenceBackend):
+    """A correct backend that declares no `while`: it must never be asked for one."""
+
+    name = "no-loops"
+    capabilities = ReferenceBackend.capabilities - {"while"}
+
+    def run(self, case: Case) -> BackendResult:
+        if any(op.name == "while" for op in case.program.walk()):
+            raise AssertionError("asked for a loop although `while` is not among its capabilities")
+        return super().run(case)
+
+
 MUTANTS = [
     DropFanout,
     ZeroFillOnes,
@@ -257,16 +364,6 @@ MUTANTS = [
     WrongSinRule,
     CrashOnNesting,
     HangOnIf,
+    KnownAndNewInLoops,
+    KnownAndNewInIfs,
 ]
-
-
-class NoLoops(ReferenceBackend):
-    """A correct backend that declares no `while`: it must never be asked for one."""
-
-    name = "no-loops"
-    capabilities = ReferenceBackend.capabilities - {"while"}
-
-    def run(self, case: Case) -> BackendResult:
-        if any(op.name == "while" for op in case.program.walk()):
-            raise AssertionError("asked for a loop although `while` is not among its capabilities")
-        return super().run(case)

@@ -74,7 +74,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
             code, signum = runs.run_child(cmd, env, log, progress, args.verbose)
         judged = runs.judged(results)
         complete = signum is None and code in (0, 1) and (planned is None or judged >= planned)
-        why = signal_name(signum) if signum else (None if complete else f"pytest exited with status {code}")
+        why = runs.signal_name(signum) if signum else (None if complete else f"pytest exited with status {code}")
         runs.record_run(
             results,
             {"run": "end", "complete": complete, "planned": planned, "judged": judged, "signal": why, "exit": code},
@@ -106,12 +106,6 @@ def cmd_certify(args: argparse.Namespace) -> int:
     new = [d for d in runs.defects_of(loaded, known) if d.new]
     print(("FAILED: " + f"{len(new)} new defect(s)") if new else "PASSED: every case passed or showed a known defect")
     return EXIT_FAIL if new or code == 1 else EXIT_OK
-
-
-def signal_name(signum: int) -> str:
-    import signal
-
-    return signal.Signals(signum).name
 
 
 def _areas(spec: str) -> list[str]:
@@ -190,13 +184,10 @@ def _usage_errors() -> tuple[type[Exception], ...]:
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
     from .conformance import fuzz
-    from .conformance.areas import AREAS
     from .conformance.backends import backend_name
 
     args.backend_name = backend_name(args.backend)
-    unknown = [a for a in args.areas.split(",") if a and a.strip() not in AREAS]
-    if unknown:
-        raise UsageError(f"unknown area(s) {', '.join(unknown)}")
+    _areas(args.areas)
     if args.minutes <= 0:
         raise UsageError("--minutes must be positive")
     return fuzz.run(args)

@@ -243,6 +243,10 @@ def judged(results: Path) -> int:
     return len({(r["test_id"], r.get("draw") or r["case_id"]) for r in read_records([results]) if r.get("case_id")})
 
 
+def signal_name(signum: int) -> str:
+    return signal.Signals(signum).name
+
+
 def exit_for(signum: int | None) -> int:
     return {signal.SIGINT: EXIT_SIGINT, signal.SIGTERM: EXIT_SIGTERM}.get(signum or 0, EXIT_FAIL)  # type: ignore[call-overload]
 

@@ -47,8 +47,14 @@ def load(records: Iterable[dict[str, Any]]) -> Loaded:
         elif "defect" in r:
             defects.append(r)
         elif "case_id" in r:
-            cases[(r.get("backend", ""), r.get("test_id", ""), r["case_id"])] = r
+            cases[(r.get("backend", ""), r.get("test_id", ""), case_key(r))] = r
     return Loaded(list(cases.values()), defects, runs)
+
+
+def case_key(r: dict[str, Any]) -> str:
+    """What names a case across runs: its draw (a seeded case is drawn again by a rerun before its
+    text is made; a pass is on record by its draw alone), else its id."""
+    return str(r.get("draw") or r["case_id"])
 
 
 def latest(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -135,10 +141,10 @@ class Comparison:
 
 def compare(baseline: Loaded, now: Loaded) -> Comparison:
     """This run against an earlier one of the same draws (`certify --baseline`)."""
-    before = {(r["test_id"], r["case_id"]): r["status"] for r in baseline.cases}
+    before = {(r["test_id"], case_key(r)): r["status"] for r in baseline.cases}
     bad = (*FAILING, "known")
     regressions = [
-        r for r in now.cases if r["status"] in bad and before.get((r["test_id"], r["case_id"])) in ("pass", "invalid")
+        r for r in now.cases if r["status"] in bad and before.get((r["test_id"], case_key(r))) in ("pass", "invalid")
     ]
     was = {r["signature"] for r in baseline.cases if r.get("signature") and r["status"] in bad}
     was |= {r["defect"] for r in baseline.defects}
