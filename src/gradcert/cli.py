@@ -123,20 +123,24 @@ _DRAWN = re.compile(r"(test_\w+\.py::\w+)\[(seed:[0-9a-f]+|simplest)\]")
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    """Judge saved cases (or drawn ones, by their names in a report) again: exit 1 if any fails,
+    a known defect included (the case still fails)."""
     from .conformance.api import FAILING
     from .conformance.areas import AREAS
+    from .conformance.defects import signature
     from .conformance.session import Session
-    from .generators.case import load_case
+    from .generators.case import Case, load_case
 
-    drawn = _DRAWN.fullmatch(args.case)
-    if drawn and not os.path.exists(args.case):  # a pass on record by its draw, as reports name it
-        from .conformance.backends import resolve
-        from .conformance.search import redraw
+    cases: list[tuple[str, Case]] = []
+    for name in args.cases:
+        drawn = _DRAWN.fullmatch(name)
+        if drawn and not os.path.exists(name):  # a case on record by its draw, as reports name it
+            from .conformance.backends import resolve
+            from .conformance.search import redraw
 
-        case = redraw(drawn[1], drawn[2], resolve(args.backend).capabilities)
-    else:
-        case = load_case(args.case)
-    area = AREAS.get(case.area or "", AREAS["elementwise"])
+            cases.append((name, redraw(drawn[1], drawn[2], resolve(args.backend).capabilities)))
+        else:
+            cases.append((name, load_case(name)))
     s = Session(
         args.backend,
         None,
@@ -144,13 +148,25 @@ def cmd_replay(args: argparse.Namespace) -> int:
         isolate={"auto": None, "yes": True, "no": False}[args.isolate],
         timeout=args.timeout,
     )
+    failed = False
     try:
-        v = s.judge(area, case)
+        for name, case in cases:
+            area = AREAS.get(case.area or "", AREAS["elementwise"])
+            v = s.judge(area, case)
+            if len(cases) > 1:
+                print(f"== {name}")
+            print(case.to_text().split("---")[0], end="")
+            said = f"verdict: {v.status}" + (f" ({v.oracle})" if v.oracle else "")
+            print(said + (f": {v.message}" if v.message else ""))
+            if v.kind:
+                print(f"signature: {signature(area.name, v.oracle, v.kind)}")
+            if v.status == "known":
+                k = s.known[signature(area.name, v.oracle, v.kind)]
+                print(f"known defect: {k.reason} ({k.case})")
+            failed = failed or v.status in (*FAILING, "known")
     finally:
         s.close()
-    print(case.to_text().split("---")[0], end="")
-    print(f"verdict: {v.status}" + (f" ({v.oracle})" if v.oracle else "") + (f": {v.message}" if v.message else ""))
-    return EXIT_FAIL if v.status in FAILING else EXIT_OK
+    return EXIT_FAIL if failed else EXIT_OK
 
 
 class UsageError(Exception):
@@ -262,9 +278,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     rep = sub.add_parser("replay", help="judge one saved case again")
     rep.add_argument(
-        "case",
+        "cases",
+        nargs="+",
         metavar="CASE",
-        help="a case file, or TEST[DRAW] as a report names a drawn case (drawn again for --backend)",
+        help="case files, or TEST[DRAW] as a report names a drawn case (drawn again for --backend)",
     )
     rep.add_argument("--backend", default="reference")
     rep.add_argument("--findings", default="reports/findings")

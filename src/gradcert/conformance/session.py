@@ -75,8 +75,10 @@ class Session:
 
     # --- one case ------------------------------------------------------------------------------
     def judge(self, area: Area, case: Case) -> Verdict:
-        """The verdict on one case, recorded nowhere (replay)."""
-        return self._judge(area, replace(case, area=area.name))[0]
+        """The classified verdict on one case (a failure judged again, as in a run), recorded
+        nowhere (replay)."""
+        case = replace(case, area=area.name)
+        return self._classify(area, case, self._judge(area, case)[0])
 
     def check(
         self, test_id: str, area: Area, case: Case, drawn_s: float | None = None, draw: str | None = None

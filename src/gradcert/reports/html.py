@@ -75,14 +75,18 @@ def _known(m: dict[str, Any]) -> dict[str, dict[str, Any]]:
 @functools.cache
 def _environment() -> Environment:
     """Jinja's, with the compiled template cached on disk (jinja's own cache, in the system's
-    temporary folder, per user): compiling it was 55 ms of every report (of 0.23 s, a reference
-    certify run's). A cache that cannot be made or written is done without."""
+    temporary folder, per user): compiling the template is most of a small report's time. A cache
+    that cannot be made or written is done without."""
     try:
-        cache: BytecodeCache | None = _Cache()
+        # (named by how the environment compiles: a template compiled without escaping must not be
+        # loaded by an environment that escapes, and jinja keys its cache by the source alone)
+        cache: BytecodeCache | None = _Cache(pattern="__gradcert_report_escaped_%s.cache")
     except (OSError, RuntimeError):  # (no safe temporary folder of this user's)
         cache = None
     return Environment(
-        loader=PackageLoader("gradcert.reports", "templates"), autoescape=select_autoescape(), bytecode_cache=cache
+        loader=PackageLoader("gradcert.reports", "templates"),
+        autoescape=select_autoescape(["html.j2"]),  # (every value the page shows is escaped: messages hold < and >)
+        bytecode_cache=cache,
     )
 
 
