@@ -10,13 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gradcert.conformance.api import BackendResult, Unsupported
+from gradcert.conformance.api import FAILING, BackendResult, Unsupported
 from gradcert.conformance.areas import AREAS
 from gradcert.conformance.backends import resolve
+from gradcert.conformance.defects import KNOWN, known_defects
 from gradcert.conformance.oracles import judge, lowering
-from gradcert.conformance.plugin import KNOWN, known_failures
 from gradcert.conformance.reference_backend import ReferenceBackend
-from gradcert.conformance.session import FAILING
 from gradcert.generators.case import Case
 from gradcert.reference import run
 from gradcert.reference.domains import safe_inputs
@@ -30,16 +29,22 @@ BACKENDS = ["torch", "jax"]
 
 
 @pytest.mark.parametrize(
-    "name,case",
-    [(b, c) for b in BACKENDS for c in sorted((KNOWN / b).glob("*.case"))],
-    ids=lambda x: getattr(x, "stem", x),
+    "name,sig",
+    [(b, sig) for b in BACKENDS for sig in known_defects(b)],
+    ids=lambda x: x.replace(" | ", "-").replace(" ", "_")[:40],
 )
-def test_known_framework_defect_still_fails(name: str, case: Path, tmp_path: Path) -> None:
-    """Each minimal case of known_failures/<backend>/ is cited there and still fails, caught by the
-    oracle its file name says (<area>-<oracle>-<id>.case)."""
-    assert case.name in " ".join(reason for _, reason in known_failures(name))
-    r = run_cli("replay", str(case), "--backend", name, "--findings", str(tmp_path))
-    assert r.returncode == 1 and f"({case.stem.split('-')[-2]})" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+def test_known_framework_defect_still_fails(name: str, sig: str, tmp_path: Path) -> None:
+    """Each known defect's minimal case (known_failures/<backend>.toml) still fails with its signature."""
+    d = known_defects(name)[sig]
+    r = run_cli("replay", str(KNOWN / d.case), "--backend", name, "--findings", str(tmp_path))
+    assert r.returncode == 1 and f"signature: {sig}\n" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "verdict: known" in r.stdout
+
+
+def test_every_known_framework_case_is_cited() -> None:
+    for b in BACKENDS:
+        cited = {(KNOWN / d.case).resolve() for d in known_defects(b).values()}
+        assert cited == {c.resolve() for c in (KNOWN / b).glob("*.case")}, b
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -75,18 +80,19 @@ def test_quick_certification_passes(name: str, tmp_path: Path) -> None:
     # torch's run also goes through pytest-xdist (2 workers), as `certify --workers 2` does
     r, records = certify(name, tmp_path, workers="2" if name == "torch" else "1")
     assert r.returncode == 0, r.stdout[-4000:]
+    records = [x for x in records if "case_id" in x and "defect" not in x]
     assert not [x for x in records if x["oracle"] == "lowering"]
     assert {x["area"] for x in records} == set(AREAS)
     # the parameter-list API (Paddle's append_backward) is not expressed: on record as unsupported
     assert {(x["status"], x["oracle"]) for x in records if x["area"] == "append_backward"} == {
         ("unsupported", "capabilities")
     }
-    known = [prefix for prefix, _ in known_failures(name)]
-    bad = [x for x in records if x["status"] in FAILING and not str(x["test_id"]).startswith(tuple(known))]
+    bad = [x for x in records if x["status"] in FAILING]
     assert not bad, [(x["test_id"], x["message"][:200]) for x in bad]
-    # otherwise unsupported only where the framework documents a refusal (PyTorch's in-place checks)
-    unsupported = {x["area"] for x in records if x["status"] == "unsupported"} - {"append_backward"}
-    assert unsupported <= {"inplace"}, unsupported
+    # every failure is a known defect: refused only where the framework documents a refusal
+    # (PyTorch's in-place checks, JAX's loops whose trip count is staged)
+    assert {x["signature"] for x in records if x["status"] == "known"} <= set(known_defects(name))
+    assert {x["area"] for x in records if x["status"] == "unsupported"} == {"append_backward"}
     assert sum(x["status"] == "pass" for x in records) > 300
 
 
@@ -207,10 +213,14 @@ def test_a_wrong_framework_gradient_is_caught(mutant: str, tmp_path: Path) -> No
         str(tmp_path / "f"),
     )
     assert r.returncode == 1, r.stdout[-2000:]
-    assert "fail (reference)" in r.stdout, r.stdout[-2000:]
+    assert f"NEW {mutant_name(mutant)}: reference | elementwise | wrong value" in r.stdout, r.stdout[-2000:]
     # the shrunk case is a single tanh
     saved = list((tmp_path / "f").glob("*/*.case"))
     assert saved and any(p.read_text().count("tanh(") == 1 for p in saved)
+
+
+def mutant_name(mutant: str) -> str:
+    return {"TorchTanhOff": "torch-tanh-off", "JaxTanhOff": "jax-tanh-off"}[mutant]
 
 
 def test_a_zero_second_order_gradient_from_torch_is_zeros_not_an_error() -> None:

@@ -79,6 +79,9 @@ def cmd_certify(args: argparse.Namespace) -> int:
             results,
             {"run": "end", "complete": complete, "planned": planned, "judged": judged, "signal": why, "exit": code},
         )
+    if complete:
+        isolate = {"auto": None, "yes": True, "no": False}[args.isolate]
+        runs.confirm_unmet(args.backend, results, isolate, args.timeout)
     loaded = load(read_records([results]))
     runs.print_summary(loaded, known)
     path = write([results], report, args.baseline or None)

@@ -36,9 +36,12 @@ KNOWN = Path(__file__).parent / "known_failures"
 _PLAIN = ("timeout", "refused", "nondeterministic")
 
 
-def kind(status: str, oracle: str, message: str, actual: dict[str, Any] | None = None, wrong: Any = ()) -> str:
+def kind(
+    status: str, oracle: str, message: str, actual: dict[str, Any] | None = None, wrong: Any = (), case: Any = None
+) -> str:
     """The kind of discrepancy of a failing verdict (its status, oracle, message, the gradients
-    the backend gave and the inputs found wrong)."""
+    the backend gave and the inputs found wrong), and for a wrong value, the role of the wrong
+    inputs in `case`'s program (`role`)."""
     if status in _PLAIN:
         return status
     if status == "crash":
@@ -66,9 +69,40 @@ def kind(status: str, oracle: str, message: str, actual: dict[str, Any] | None =
         return "accepted a wrong-shape cotangent" if "was accepted" in message else "unclear error for a bad request"
     grads = [actual.get(n) for n in wrong] if actual else []
     flat = [x for g in grads if g is not None for x in _flatten(g)]
-    if flat and any(isinstance(x, float) and x != x or x in (float("inf"), float("-inf")) for x in flat):
-        return "non-finite gradient"
-    return "wrong value"  # (zeros too: one wrong rule gives zeros in one case and other values in the next)
+    what = "non-finite gradient" if flat and any(_nonfinite(x) for x in flat) else "wrong value"
+    # (zeros too: one wrong rule gives zeros in one case and other values in the next)
+    return what if case is None else f"{what} {role(case, list(wrong))}"
+
+
+def _nonfinite(x: Any) -> bool:
+    return isinstance(x, float) and (x != x or x in (float("inf"), float("-inf")))
+
+
+ROLES = ("of an input captured by a loop", "of an input carried by a loop", "of an input reaching a branch")
+
+
+def role(case: Any, names: list[str]) -> str:
+    """Where the wrong inputs' values flow, the most telling place first: captured by a `while`
+    body (defined outside it, read inside), carried by a `while`, read inside an `if` branch, or
+    only at the top level. A backward's bug lives in one of these mechanisms (accumulation across
+    trips, the carried values' stack, a branch's backward): the role tells two bugs of one area
+    apart, and stays the same from one program showing a bug to the next."""
+    program = case.program
+    start = [v for v in program.inputs if v.name in names] or [program.inputs[i] for i in case.wrt]
+    derived = set(start)
+    best = len(ROLES)
+    for op in program.walk():
+        caps = [v for v in op.captures() if v in derived] if op.blocks else []
+        if op.name == "while":
+            carried = [k for k, v in enumerate(op.operands) if v in derived]
+            best = min(best, 0 if caps else 1 if carried else best)
+            for b in op.blocks:  # (the blocks' arguments are the carried values)
+                derived.update(b.args[k] for k in carried if k < len(b.args))
+        elif op.name == "if" and caps:
+            best = min(best, 2)
+        if caps or any(v in derived for v in op.operands):
+            derived.update(op.results)
+    return ROLES[best] if best < len(ROLES) else "at the top level only"
 
 
 def _flatten(x: Any) -> list[Any]:

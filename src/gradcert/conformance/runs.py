@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from .api import STATUSES
+from .api import FAILING, STATUSES
 from .results import ResultsFile, read_records
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
@@ -173,7 +173,8 @@ class Progress:
         judged = f.n + self.done_before
         counts = ", ".join(f"{s} {f.counts[s]}" for s in STATUSES if f.counts[s]) or "starting"
         text = f"{judged}" + (f"/{self.planned}" if self.planned else "") + f" cases ({counts})"
-        text += f" | {len(f.signatures)} defect(s) | {_clock(elapsed)}"
+        rate = f.n / elapsed if elapsed > 0 else 0.0
+        text += f" | {len(f.signatures)} defect(s) | {rate:.1f} cases/s | {_clock(elapsed)}"
         if self.budget is not None:
             text += f" | {_clock(max(0.0, self.budget - elapsed))} left"
         elif self.planned and f.n and judged < self.planned:
@@ -277,9 +278,47 @@ def print_summary(loaded: Any, known: dict[str, Any], out: IO[str] = sys.stdout)
                 print("  " + program.replace("\n", "\n  "), file=out)
         if ex.get("replay"):
             print(f"  replay: {ex['replay']}", file=out)
-    for k in not_reproduced(loaded, known):
-        print(f"\nNOT REPRODUCED (fixed?) {k.signature}\n  {k.reason}\n  on file: {k.case}", file=out)
+    from ..reports.summary import fixed
+
+    backend = next(iter(known), "")
+    unmet = not_reproduced(loaded, known)
+    drawn_past = [k for k in unmet if fixed(loaded, k, backend) is False]
+    for k in unmet:
+        if k not in drawn_past:
+            why = "its minimal case passes now" if fixed(loaded, k, backend) else "not judged again"
+            print(f"\nNOT REPRODUCED (fixed?) {k.signature}: {why}\n  {k.reason}\n  on file: {k.case}", file=out)
+    if drawn_past:
+        print(
+            f"\n{len(drawn_past)} known defect(s) no case of this run showed; each one's minimal case still fails:",
+            file=out,
+        )
+        for k in drawn_past:
+            print(f"  {k.signature}", file=out)
     return found
+
+
+def confirm_unmet(spec: str, results: Path, isolate: bool | None, timeout: float) -> None:
+    """Judge again the minimal case of each known defect that no case of the run showed, and
+    record whether it still fails (then it was not drawn) or passes (fixed?)."""
+    from ..generators.case import load_case
+    from ..reports.summary import load, not_reproduced
+    from .areas import AREAS
+    from .defects import known_defects, known_folder
+    from .session import Session
+
+    loaded = load(read_records([results]))
+    s = Session(spec, None, results.parent, isolate=isolate, timeout=timeout)
+    try:
+        unmet = not_reproduced(loaded, {s.name: known_defects(s.name)})
+        if not unmet:
+            return
+        f = ResultsFile(results)
+        for k in unmet:
+            v = s.judge(AREAS[k.area], load_case(known_folder() / k.case))
+            f.append({"unmet": k.signature, "backend": s.name, "still_fails": v.status in (*FAILING, "known")})
+        f.close()
+    finally:
+        s.close()
 
 
 def defects_of(loaded: Any, known: dict[str, Any]) -> list[Any]:

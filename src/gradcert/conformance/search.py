@@ -170,8 +170,8 @@ class Search:
         return case, v, True
 
 
-def _group(found: dict[str, Found], area: Area, v: Verdict, case: Case, choices: list[int] | None) -> None:
-    if not v.kind or v.status not in (*FAILING, "known"):
+def _group(found: dict[str, Found], area: Area, v: Verdict, case: Case | None, choices: list[int] | None) -> None:
+    if case is None or not v.kind or v.status not in (*FAILING, "known"):
         return
     sig = signature(area.name, v.oracle, v.kind)
     if sig in found:
@@ -182,9 +182,10 @@ def _group(found: dict[str, Found], area: Area, v: Verdict, case: Case, choices:
 
 def draw_and_check(
     session: Session, test_id: str, area: Area, features: Features, k: int, seed: int
-) -> tuple[Verdict, Case, list[int]]:
-    """Draw case `k` of a test's search (`seed`) and judge it: the verdict, the case, and the
-    choices that drew it.
+) -> tuple[Verdict, Case | None, list[int]]:
+    """Draw case `k` of a test's search (`seed`) and judge it: the verdict, the case where it
+    failed (None where it passed: its programs are garbage at its end, below), and the choices
+    that drew it.
 
     One case at a time for the cyclic collector: a case's programs are cycles (values and ops
     point at each other) that only it frees. Left to itself it ran mid-case, found the case's
@@ -197,12 +198,12 @@ def draw_and_check(
 
 def _draw_and_judge(
     session: Session, test_id: str, area: Area, features: Features, k: int, seed: int
-) -> tuple[Verdict, Case, list[int]]:
+) -> tuple[Verdict, Case | None, list[int]]:
     t = time.perf_counter()
     chooser = Seeded(seed) if k else Simplest()  # first the smallest case, as hypothesis
     case = draw(chooser, features, area.order, area.name)
     v = session.check(test_id, area, case, time.perf_counter() - t, f"seed:{seed:x}" if k else "simplest")
-    return v, case, chooser.choices
+    return v, case if v.kind else None, chooser.choices
 
 
 def draw(chooser: Chooser, features: Features, order: int, area: str = "") -> Case:

@@ -122,7 +122,7 @@ class Session:
         `nondeterministic` where judging the case again gives another answer."""
         if v.status not in FAILING:
             return v
-        v.kind = kind(v.status, v.oracle, v.message, v.actual, v.inputs)
+        v.kind = kind(v.status, v.oracle, v.message, v.actual, v.inputs, case)
         sig = signature(area.name, v.oracle, v.kind)
         if sig in self.known:
             v.status = "known"
@@ -131,7 +131,7 @@ class Session:
         for _ in range(AGAIN if again is None else again):
             w = self._judge(area, case)[0]
             answers.append(
-                signature(area.name, w.oracle, kind(w.status, w.oracle, w.message, w.actual, w.inputs))
+                signature(area.name, w.oracle, kind(w.status, w.oracle, w.message, w.actual, w.inputs, case))
                 if w.status in FAILING
                 else w.status
             )

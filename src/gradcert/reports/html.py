@@ -18,7 +18,7 @@ from .. import collector
 from ..conformance.api import FAILING, STATUSES
 from ..conformance.areas import AREAS
 from ..conformance.results import read_records
-from .summary import Comparison, Loaded, compare, defects, load, matrix, not_reproduced
+from .summary import Comparison, Loaded, compare, defects, fixed, load, matrix, not_reproduced
 
 
 def render(
@@ -49,7 +49,7 @@ def render(
         area_titles={a: AREAS[a].title for a in AREAS},
         statuses=STATUSES,
         defects=found,
-        gone=not_reproduced(loaded, known),
+        gone=[(k, b, fixed(loaded, k, b)) for b in known for k in not_reproduced(loaded, {b: known[b]})],
         ending=loaded.ending,
         comparison=comparison,
         meta=meta,

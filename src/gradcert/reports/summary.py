@@ -19,6 +19,7 @@ class Loaded:
     cases: list[dict[str, Any]]  # the latest verdict of each (backend, test, case)
     defects: list[dict[str, Any]]  # defect records, in order
     runs: list[dict[str, Any]]  # run records, in order
+    unmet: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (backend, signature) -> record
 
     @property
     def ending(self) -> dict[str, Any] | None:
@@ -40,15 +41,17 @@ class Loaded:
 
 def load(records: Iterable[dict[str, Any]]) -> Loaded:
     cases: dict[tuple[str, str, str], dict[str, Any]] = {}
-    defects, runs = [], []
+    defects, runs, unmet = [], [], {}
     for r in records:
         if "run" in r:
             runs.append(r)
+        elif "unmet" in r:
+            unmet[(r["backend"], r["unmet"])] = r
         elif "defect" in r:
             defects.append(r)
         elif "case_id" in r:
             cases[(r.get("backend", ""), r.get("test_id", ""), case_key(r))] = r
-    return Loaded(list(cases.values()), defects, runs)
+    return Loaded(list(cases.values()), defects, runs, unmet)
 
 
 def case_key(r: dict[str, Any]) -> str:
@@ -120,7 +123,8 @@ def defects(loaded: Loaded, known: dict[str, dict[str, Any]] | None = None) -> l
 
 
 def not_reproduced(loaded: Loaded, known: dict[str, dict[str, Any]]) -> list[Any]:
-    """The known defects of areas this run judged that no case showed: fixed, or not drawn."""
+    """The known defects of areas this run judged that no case showed: fixed, or not drawn (the
+    run's `unmet` records say which: each one's minimal case judged again)."""
     met = {(r["backend"], r.get("signature")) for r in loaded.cases if r["status"] == "known"}
     ran = {(r["backend"], r["area"]) for r in loaded.cases if r["status"] != "unsupported"}
     return [
@@ -129,6 +133,13 @@ def not_reproduced(loaded: Loaded, known: dict[str, dict[str, Any]]) -> list[Any
         for sig, k in sorted(ks.items())
         if (backend, k.area) in ran and (backend, sig) not in met
     ]
+
+
+def fixed(loaded: Loaded, k: Any, backend: str) -> bool | None:
+    """Whether a known defect no case showed is fixed: its minimal case passes now (None: not
+    judged again)."""
+    r = loaded.unmet.get((backend, k.signature))
+    return None if r is None else not r["still_fails"]
 
 
 @dataclass
