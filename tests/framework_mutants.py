@@ -1,7 +1,9 @@
 """PyTorch and JAX backends with one planted bug each: `tanh` lowered as the framework's own custom
 gradient (`torch.autograd.Function`, `jax.custom_vjp`) whose backward is off by 1%.
 `tests/test_torch_jax.py` checks that certification catches both, so a wrong framework gradient is
-not lost in an adapter's mapping."""
+not lost in an adapter's mapping. And Paddle with a defect planted in its answers inside loop bodies
+and `if` branches, areas where Paddle has known defects of its own: `tests/test_paddle.py` checks
+that each is found beside Paddle's known ones."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from gradcert.conformance import jax_backend, torch_backend
+from gradcert.conformance import jax_backend, paddle_backend, torch_backend
 
 
 class _TanhOff(torch.autograd.Function):
@@ -52,3 +54,30 @@ _jax_tanh_off.defvjp(_fwd, _bwd)
 class JaxTanhOff(jax_backend.JaxBackend):
     name = "jax-tanh-off"
     table = {**jax_backend.TABLE, "tanh": lambda low, op, a: _jax_tanh_off(a[0])}
+
+
+class PaddleLoopCaptureNone(paddle_backend.PaddleBackend):
+    """Paddle with a defect planted inside loop bodies, where Paddle has known defects of its own:
+    the gradient of an input that a `while` body reads from outside (a captured value) is lost,
+    None, as a backward that never carries a captured value's cotangent out of the loop."""
+
+    name = "paddle-loop-capture-none"
+
+    def run(self, case: Any) -> Any:
+        r = super().run(case)
+        captured = {v for op in case.program.walk() if op.name == "while" for v in op.captures()}
+        r.grads = [None if case.program.inputs[i] in captured else g for g, i in zip(r.grads, case.wrt)]
+        return r
+
+
+class PaddleBranchNone(paddle_backend.PaddleBackend):
+    """Paddle with a defect planted inside `if` branches: the gradient of an input a branch reads
+    from outside is lost, None, as a backward that drops a branch's captured cotangents."""
+
+    name = "paddle-branch-none"
+
+    def run(self, case: Any) -> Any:
+        r = super().run(case)
+        captured = {v for op in case.program.walk() if op.name == "if" for v in op.captures()}
+        r.grads = [None if case.program.inputs[i] in captured else g for g, i in zip(r.grads, case.wrt)]
+        return r

@@ -121,10 +121,13 @@ def test_a_known_defect_met_again_is_reported_as_known_not_new(tmp_path: Path) -
     assert r.returncode == 1, r.stdout[-3000:]
     assert "KNOWN known-and-new-in-loops: semantics | while | a gradient where none belongs" in r.stdout
     assert [x for x in r.stdout.splitlines() if x.startswith("NEW")] == [
-        x for x in r.stdout.splitlines() if x.startswith("NEW known-and-new-in-loops: reference | while | wrong value")
+        x for x in r.stdout.splitlines() if x.startswith(f"NEW known-and-new-in-loops: {NEW}")
     ]
     index = json.loads((tmp_path / "findings" / "index.json").read_text())
-    assert list(index) == ["reference | while | wrong value"]  # (the known one is on file, not in the index)
+    assert list(index) == [NEW]  # (the known one is on file, not in the index)
+
+
+NEW = "reference | while | wrong value of an input captured by a loop"
 
 
 def test_a_bad_known_defects_file_stops_the_night_before_it_starts(tmp_path: Path) -> None:

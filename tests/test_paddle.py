@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pytest
 from markupsafe import escape
 
 from gradcert.conformance.api import FAILING
@@ -135,6 +136,49 @@ def _varies(sig: str, got: list[str] | None, defects: dict[str, object]) -> bool
         return False
     (oracle, area, _), (oracle2, area2, _) = sig.split(" | ", 2), got[0].split(" | ", 2)
     return oracle == oracle2 == "backend" and area == area2
+
+
+@pytest.mark.parametrize(
+    "mutant,area,planted",
+    [
+        ("PaddleLoopCaptureNone", "while", "semantics | while | None where a gradient belongs"),
+        ("PaddleBranchNone", "if", "semantics | if | None where a gradient belongs"),
+    ],
+)
+def test_a_defect_planted_beside_paddles_known_ones_is_found(
+    mutant: str, area: str, planted: str, tmp_path: Path
+) -> None:
+    """Paddle's known defects stay known (its known-defects file, under the mutant's name); the
+    planted defect, in the same area, is new and fails the run."""
+    from gradcert.conformance.backends import resolve
+
+    name = resolve(f"tests.framework_mutants:{mutant}").name
+    known = tmp_path / "known"
+    known.mkdir()
+    (known / f"{name}.toml").write_text((KNOWN / "paddle.toml").read_text())
+    (known / "paddle").symlink_to(KNOWN / "paddle")
+    r = run_cli(
+        "certify",
+        "--backend",
+        f"tests.framework_mutants:{mutant}",
+        "--profile",
+        "quick",
+        "--areas",
+        area,
+        "--results",
+        str(tmp_path / "r.jsonl"),
+        "--report",
+        str(tmp_path / "r.html"),
+        "--findings",
+        str(tmp_path / "f"),
+        "--shrink-seconds",
+        "10",
+        env={**ENV, "GRADCERT_KNOWN_FAILURES": str(known)},
+    )
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
+    new = [x.split(": ", 1)[1].split("  (")[0] for x in r.stdout.splitlines() if x.startswith("NEW")]
+    assert new == [planted], r.stdout[-3000:]
+    assert f"KNOWN {name}: " in r.stdout
 
 
 # Finding 15 (README, Paddle): the forward program alone returns tanh(tanh(x)) for %t: the

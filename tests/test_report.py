@@ -76,7 +76,8 @@ def render(exe: str, page: Path, *args: str) -> subprocess.CompletedProcess[str]
 def test_a_reader_sees_the_matrix_and_the_failure(report: Path) -> None:
     dom = render(chromium(), report, "--dump-dom").stdout
     assert "<table" in dom, "chromium rendered nothing"
-    records = [json.loads(x) for f in ("ref.jsonl", "mut.jsonl") for x in (report.parent / f).read_text().splitlines()]
+    lines = [x for f in ("ref.jsonl", "mut.jsonl") for x in (report.parent / f).read_text().splitlines()]
+    records = [r for r in map(json.loads, lines) if "case_id" in r and "defect" not in r]
     for backend in ("reference", "wrong-sin-rule"):
         row = re.search(rf'data-backend="{backend}".*?data-area="elementwise">(.*?)</tr>', dom, re.S)
         assert row, backend
@@ -85,10 +86,15 @@ def test_a_reader_sees_the_matrix_and_the_failure(report: Path) -> None:
         assert int(cells["pass"]) == sum(r["status"] == "pass" for r in mine)
         assert int(cells["fail"]) == sum(r["status"] == "fail" for r in mine)
     assert "wrong-sin-rule" in dom and "Comparison" in dom and "Error distribution" in dom
-    failure = next(r for r in records if r["status"] == "fail")
-    program = failure["case"].split("---")[0]
-    assert re.search(r"sin\(%", program) and program.splitlines()[0] in dom
-    assert "gradcert replay" in dom and "tests.mutants:WrongSinRule" in dom
+    # one entry per defect, with its case count, its shrunk case and its replay command
+    defects = [r for r in map(json.loads, lines) if "defect" in r]
+    for sig in {d["defect"] for d in defects}:
+        smallest = min((d for d in defects if d["defect"] == sig), key=lambda d: d["size"])
+        program = smallest["case"].split("---")[0]
+        assert re.search(r"sin\(%", program) and program.splitlines()[0] in dom
+        n = sum(r.get("signature") == sig for r in records)
+        assert dom.count(f'data-signature="{sig}"') == 1 and f"{n} case(s)" in dom, sig
+    assert "Defects: " in dom and "gradcert replay" in dom and "tests.mutants:WrongSinRule" in dom
     assert "<svg" in dom and "<rect" in dom
 
 
