@@ -147,6 +147,29 @@ def test_variants_of_one_planted_defect_are_one_defect_and_two_are_two(tmp_path:
     ], r.stdout
 
 
+def test_a_runs_defects_accepted_as_known_make_the_next_run_pass(tmp_path: Path) -> None:
+    r, _ = run("tests.mutants:KnownAndNewInIfs", tmp_path, "if")
+    assert r.returncode == 1 and len(new_defects(r.stdout)) == 2
+    known = subprocess.run(
+        [sys.executable, "-m", "gradcert.cli", "known", "r.jsonl", "--backend", "known-and-new-in-ifs", "-o", "kd"],
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert known.returncode == 0 and "2 defect(s) appended" in known.stdout, known.stdout + known.stderr
+    assert len(known_defects_in(tmp_path / "kd", "known-and-new-in-ifs")) == 2
+    (tmp_path / "again").mkdir()
+    again, _ = run(
+        "tests.mutants:KnownAndNewInIfs",
+        tmp_path / "again",
+        "if",
+        env=ENV | {"GRADCERT_KNOWN_FAILURES": str(tmp_path / "kd")},
+    )
+    assert again.returncode == 0 and "PASSED" in again.stdout and not new_defects(again.stdout), again.stdout
+
+
 def test_a_shrunk_defect_fails_clearly_and_replays(tmp_path: Path) -> None:
     r, recs = run("tests.mutants:WrongSinRule", tmp_path, "elementwise,while")
     assert r.returncode == 1

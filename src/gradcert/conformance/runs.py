@@ -249,7 +249,8 @@ def signal_name(signum: int) -> str:
 
 
 def exit_for(signum: int | None) -> int:
-    return {signal.SIGINT: EXIT_SIGINT, signal.SIGTERM: EXIT_SIGTERM}.get(signum or 0, EXIT_FAIL)  # type: ignore[call-overload]
+    """The exit status of a run that did not finish: 130 / 143 for SIGINT / SIGTERM, else 1."""
+    return {int(signal.SIGINT): EXIT_SIGINT, int(signal.SIGTERM): EXIT_SIGTERM}.get(signum or 0, EXIT_FAIL)
 
 
 def print_summary(loaded: Any, known: dict[str, Any], out: IO[str] = sys.stdout) -> list[Any]:
