@@ -61,3 +61,22 @@ def test_show_grad_prints_backward_and_fd() -> None:
 def test_unknown_device_is_usage_error() -> None:
     r = run_cli("show", "--device", "tpu", str(EXAMPLES[0]))
     assert r.returncode == 2
+
+
+def test_bad_options_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    for args, said in (
+        (["certify", "--workers", "abc"], "'abc' is not a number of workers"),
+        (["certify", "--workers", "0"], "'0' is not a number of workers"),
+        (["fuzz", "--workers", "-1"], "'-1' is not a number of workers"),
+        (["nothing"], "invalid choice: 'nothing'"),
+    ):
+        r = run_cli(*args, cwd=tmp_path)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and said in r.stderr, (args, r.stderr)
+        assert r.stdout == "" and not (tmp_path / "reports").exists()
+
+
+def test_report_of_a_file_that_is_not_json_lines_is_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("these are not results\n")
+    r = run_cli("report", "notes.txt", "-o", "out.html", cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr == "gradcert: error: notes.txt:1: not a JSON record: not a results file\n"
+    assert not (tmp_path / "out.html").exists()

@@ -7,6 +7,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -234,17 +235,35 @@ def cmd_known(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from .conformance.results import read_records
     from .reports.html import write
 
     missing = [p for p in args.results if not Path(p).exists()]
     if missing:
         raise UsageError(f"{missing[0]}: no such results file")
+    for p in args.results:  # (a file with a line but no record is not a results file, not an empty run)
+        if Path(p).read_bytes().strip() and next(iter(read_records([p])), None) is None:
+            raise UsageError(f"{p}:1: not a JSON record: not a results file")
     print(f"report: {write(args.results, args.output)}")
     return EXIT_OK
 
 
+def _workers(text: str) -> str:
+    """`--workers`: a positive number or `auto` (argparse says what is wrong in one line, exit 2)."""
+    if text == "auto" or (text.isdigit() and int(text) >= 1):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r} is not a number of workers (a number >= 1, or auto)")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one line (`--help` shows the usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="gradcert", description="Certify reverse-mode differentiation.")
+    parser = _Parser(prog="gradcert", description="Certify reverse-mode differentiation.")
     sub = parser.add_subparsers(dest="command", required=True)
     show = sub.add_parser("show", help="parse, verify, print and run program files")
     show.add_argument("files", nargs="+", metavar="FILE")
@@ -257,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cert.add_argument("--backend", default="reference", help="built-in name, entry point or module:attribute")
     cert.add_argument("--profile", default="certify", choices=("quick", "certify", "nightly"))
     cert.add_argument("--areas", default="", help="comma-separated areas (default: all)")
-    cert.add_argument("--workers", default="1", help="worker processes (pytest-xdist): a number or auto")
+    cert.add_argument("--workers", default="1", type=_workers, help="worker processes (pytest-xdist): N >= 1 or auto")
     cert.add_argument("--results", default="", help="JSON-lines results file (default reports/BACKEND-PROFILE.jsonl)")
     cert.add_argument("--report", default="", help="HTML report (default reports/BACKEND-PROFILE.html)")
     cert.add_argument("--findings", default="reports/findings", help="folder for failing cases")
@@ -294,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     fz = sub.add_parser("fuzz", help="fuzz a backend for a time budget (nightly profile, example database)")
     fz.add_argument("--backend", default="reference")
     fz.add_argument("--minutes", type=float, default=10.0)
-    fz.add_argument("--workers", default="1", help="worker processes: a number or auto")
+    fz.add_argument("--workers", default="1", type=_workers, help="worker processes: N >= 1 or auto")
     fz.add_argument("--db", default="reports/fuzz-db", help="hypothesis example database folder")
     fz.add_argument("--results", default="", help="results file (default reports/BACKEND-fuzz.jsonl)")
     fz.add_argument("--findings", default="reports/findings", help="folder of saved failing cases")

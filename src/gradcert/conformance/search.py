@@ -94,11 +94,7 @@ class Search:
             if f.verdict.status == "known":
                 continue
             case, v, shrunk = f.case, f.verdict, False
-            if (
-                self.shrink
-                and f.choices is not None
-                and f.verdict.status not in ("nondeterministic", "crash", "timeout")
-            ):
+            if self.shrink and f.choices is not None and f.verdict.status not in _UNSHRUNK:
                 case, v, shrunk = self._shrink(session, area, key, strategy(), f, sig, store)
             reports.append(session.defect(test_id, area, sig, case, v, f.count, shrunk))
         if reports:
