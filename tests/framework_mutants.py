@@ -56,28 +56,29 @@ class JaxTanhOff(jax_backend.JaxBackend):
     table = {**jax_backend.TABLE, "tanh": lambda low, op, a: _jax_tanh_off(a[0])}
 
 
-class PaddleLoopCaptureNone(paddle_backend.PaddleBackend):
-    """Paddle with a defect planted inside loop bodies, where Paddle has known defects of its own:
-    the gradient of an input that a `while` body reads from outside (a captured value) is lost,
-    None, as a backward that never carries a captured value's cotangent out of the loop."""
+class _PaddleCapturedNone(paddle_backend.PaddleBackend):
+    """Paddle, but the gradient of an input that a `block_op`'s blocks read from outside (a
+    captured value) is lost: None, as a backward that never carries a captured value's cotangent
+    out of the block."""
+
+    block_op = ""
+
+    def run(self, case: Any) -> Any:
+        r = super().run(case)
+        captured = {v for op in case.program.walk() if op.name == self.block_op for v in op.captures()}
+        r.grads = [None if case.program.inputs[i] in captured else g for g, i in zip(r.grads, case.wrt)]
+        return r
+
+
+class PaddleLoopCaptureNone(_PaddleCapturedNone):
+    """The defect planted inside loop bodies, where Paddle has known defects of its own."""
 
     name = "paddle-loop-capture-none"
-
-    def run(self, case: Any) -> Any:
-        r = super().run(case)
-        captured = {v for op in case.program.walk() if op.name == "while" for v in op.captures()}
-        r.grads = [None if case.program.inputs[i] in captured else g for g, i in zip(r.grads, case.wrt)]
-        return r
+    block_op = "while"
 
 
-class PaddleBranchNone(paddle_backend.PaddleBackend):
-    """Paddle with a defect planted inside `if` branches: the gradient of an input a branch reads
-    from outside is lost, None, as a backward that drops a branch's captured cotangents."""
+class PaddleBranchNone(_PaddleCapturedNone):
+    """The defect planted inside `if` branches, where Paddle has known defects of its own."""
 
     name = "paddle-branch-none"
-
-    def run(self, case: Any) -> Any:
-        r = super().run(case)
-        captured = {v for op in case.program.walk() if op.name == "if" for v in op.captures()}
-        r.grads = [None if case.program.inputs[i] in captured else g for g, i in zip(r.grads, case.wrt)]
-        return r
+    block_op = "if"

@@ -243,16 +243,23 @@ class HangOnIf(Mutant):
         return case
 
 
-class ZerosForUnreachableInLoops(Mutant):
-    """Zeros, not None, for an input that reaches no output, in programs with a loop: a known defect
-    of `KnownAndNewInLoops` (as Paddle's inputs of dead loop-body ops)."""
+class _ZerosWhereOpIs(Mutant):
+    """Zeros, not None, for an input that reaches no output, in programs with a `block_op`."""
 
-    name = "zeros-for-unreachable-in-loops"
+    block_op = ""
 
     def after(self, r: BackendResult, case: Case) -> BackendResult:
-        if any(op.name == "while" for op in case.program.walk()):
+        if any(op.name == self.block_op for op in case.program.walk()):
             r.grads = [np.zeros_like(case.inputs[i]) if g is None else g for g, i in zip(r.grads, case.wrt)]
         return r
+
+
+class ZerosForUnreachableInLoops(_ZerosWhereOpIs):
+    """... in programs with a loop: a known defect of `KnownAndNewInLoops` (as Paddle's inputs of
+    dead loop-body ops)."""
+
+    name = "zeros-for-unreachable-in-loops"
+    block_op = "while"
 
 
 class KnownAndNewInLoops(ZerosForUnreachableInLoops, ForgetLoopAccumulation):
@@ -265,15 +272,11 @@ class KnownAndNewInLoops(ZerosForUnreachableInLoops, ForgetLoopAccumulation):
         return ForgetLoopAccumulation.patches(self)
 
 
-class ZerosInIfs(Mutant):
-    """Zeros, not None, for an input that reaches no output, in programs with an `if`."""
+class ZerosInIfs(_ZerosWhereOpIs):
+    """... in programs with an `if`: a known defect of `KnownAndNewInIfs`."""
 
     name = "zeros-in-ifs"
-
-    def after(self, r: BackendResult, case: Case) -> BackendResult:
-        if any(op.name == "if" for op in case.program.walk()):
-            r.grads = [np.zeros_like(case.inputs[i]) if g is None else g for g, i in zip(r.grads, case.wrt)]
-        return r
+    block_op = "if"
 
 
 class KnownAndNewInIfs(ZerosInIfs, WrongSinRule):
