@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import EXAMPLES, run_cli
+from .conftest import ENV, EXAMPLES, run_cli
 
 
 def test_show_every_example() -> None:
@@ -80,3 +80,50 @@ def test_report_of_a_file_that_is_not_json_lines_is_exit_2(tmp_path: Path) -> No
     r = run_cli("report", "notes.txt", "-o", "out.html", cwd=tmp_path)
     assert r.returncode == 2 and r.stderr == "gradcert: error: notes.txt:1: not a JSON record: not a results file\n"
     assert not (tmp_path / "out.html").exists()
+
+
+def test_a_backend_module_in_the_current_folder_is_found_and_findings_land_beside_the_results(
+    tmp_path: Path,
+) -> None:
+    """`--backend mymod:MyBackend` from the module's own folder, as `python -m` would find it: by
+    certify, its pytest and the backend's worker processes; a defect's case lands beside the
+    results, wherever they are."""
+    (tmp_path / "mymod.py").write_text(MYMOD)
+    env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
+    out = tmp_path / "elsewhere"
+    r = run_cli(
+        "certify",
+        "--backend",
+        "mymod:MyBackend",
+        "--profile",
+        "quick",
+        "--areas",
+        "elementwise",
+        "--results",
+        str(out / "r.jsonl"),
+        "--report",
+        str(out / "r.html"),
+        cwd=tmp_path,
+        env=env,
+    )
+    assert r.returncode == 1 and "NEW mine: reference | elementwise | wrong value" in r.stdout, r.stdout + r.stderr
+    assert list((out / "findings" / "mine").glob("*.case")) and not (tmp_path / "reports").exists()
+    # a module that does not import: one line naming the file and line
+    (tmp_path / "mymod.py").write_text("def broken(:\n")
+    bad = run_cli("certify", "--backend", "mymod:MyBackend", cwd=tmp_path, env=env)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "SyntaxError" in bad.stderr, bad.stderr
+    assert "mymod.py:1" in bad.stderr
+
+
+MYMOD = """
+from gradcert.conformance.reference_backend import ReferenceBackend
+
+
+class MyBackend(ReferenceBackend):
+    name = "mine"
+
+    def run(self, case):
+        r = super().run(case)
+        r.grads = [None if g is None else g * 1.5 for g in r.grads]
+        return r
+"""

@@ -40,7 +40,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
     stem = f"reports/{name}-{args.profile}"
     results = Path(args.results or f"{stem}.jsonl")
     report = Path(args.report or f"{stem}.html")
-    findings = Path(args.findings)
+    findings = Path(args.findings or results.parent / "findings")
     if args.baseline and not Path(args.baseline).is_file():
         raise UsageError(f"{args.baseline}: no such baseline results file")
     runs.check_outputs(results, report, findings)
@@ -262,7 +262,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _importable_here() -> None:
+    """A backend named `module:attribute` is found in the current folder, as `python -m` finds
+    modules there, by this process and by every process it starts (pytest, its workers, the
+    backend's worker processes)."""
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if here not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([here, *filter(None, paths)])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _importable_here()
     parser = _Parser(prog="gradcert", description="Certify reverse-mode differentiation.")
     sub = parser.add_subparsers(dest="command", required=True)
     show = sub.add_parser("show", help="parse, verify, print and run program files")
@@ -279,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cert.add_argument("--workers", default="1", type=_workers, help="worker processes (pytest-xdist): N >= 1 or auto")
     cert.add_argument("--results", default="", help="JSON-lines results file (default reports/BACKEND-PROFILE.jsonl)")
     cert.add_argument("--report", default="", help="HTML report (default reports/BACKEND-PROFILE.html)")
-    cert.add_argument("--findings", default="reports/findings", help="folder for failing cases")
+    cert.add_argument("--findings", default="", help="folder for defects' cases (default: beside the results)")
     cert.add_argument("--isolate", default="auto", choices=("auto", "yes", "no"))
     cert.add_argument("--timeout", type=float, default=60.0, help="seconds per case in a worker process")
     cert.add_argument("--seed", type=int, default=0)
@@ -316,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     fz.add_argument("--workers", default="1", type=_workers, help="worker processes: N >= 1 or auto")
     fz.add_argument("--db", default="reports/fuzz-db", help="hypothesis example database folder")
     fz.add_argument("--results", default="", help="results file (default reports/BACKEND-fuzz.jsonl)")
-    fz.add_argument("--findings", default="reports/findings", help="folder of saved failing cases")
+    fz.add_argument("--findings", default="", help="folder of defects' cases (default: beside the results)")
     fz.add_argument("--areas", default="", help="comma-separated areas (default: all)")
     fz.add_argument("--report", default="", help="also render an HTML report here")
     fz.add_argument("--isolate", default="auto", choices=("auto", "yes", "no"))

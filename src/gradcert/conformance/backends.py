@@ -68,6 +68,11 @@ def resolve(spec: str) -> Backend:
             obj = getattr(importlib.import_module(mod), attr)
         except (ImportError, AttributeError) as e:
             raise UnknownBackend(f"cannot load backend {spec!r}: {e}") from None
+        except Exception as e:  # a module that fails as it is imported (a syntax error, a raise): say where
+            where = f" ({e.filename}:{e.lineno})" if isinstance(e, SyntaxError) else ""
+            raise UnknownBackend(
+                f"cannot load backend {spec!r}: {type(e).__name__}: {e.args[0] if e.args else e}{where}"
+            )
     else:
         found = [ep for ep in entry_points(group=GROUP) if ep.name == spec]
         if not found:

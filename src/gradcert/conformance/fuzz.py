@@ -30,7 +30,7 @@ def run(args: Any) -> int:
 
     areas = [a.strip() for a in args.areas.split(",") if a.strip()] if args.areas else list(AREAS)
     results = Path(args.results or f"reports/{args.backend_name}-fuzz.jsonl")
-    findings = Path(args.findings)
+    findings = Path(args.findings or results.parent / "findings")
     runs.check_outputs(results, Path(args.report or results.with_suffix(".html")), findings)
     known = {args.backend_name: known_defects(args.backend_name)}  # (a bad file: now, in one line)
     workers = 1 if args.workers in ("", "1") else args.workers
