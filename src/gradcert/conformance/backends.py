@@ -70,9 +70,8 @@ def resolve(spec: str) -> Backend:
             raise UnknownBackend(f"cannot load backend {spec!r}: {e}") from None
         except Exception as e:  # a module that fails as it is imported (a syntax error, a raise): say where
             where = f" ({e.filename}:{e.lineno})" if isinstance(e, SyntaxError) else ""
-            raise UnknownBackend(
-                f"cannot load backend {spec!r}: {type(e).__name__}: {e.args[0] if e.args else e}{where}"
-            )
+            said = e.args[0] if e.args else e
+            raise UnknownBackend(f"cannot load backend {spec!r}: {type(e).__name__}: {said}{where}") from None
     else:
         found = [ep for ep in entry_points(group=GROUP) if ep.name == spec]
         if not found:
