@@ -61,8 +61,7 @@ class Session:
             for key, verdict in self.results.finished():
                 self.earlier[key] = self._verdict(*verdict)  # (the last of a case's, where it has several)
         self.last: dict[str, Any] | None = None  # the record of the last verdict written
-        # fuzzing: seconds each test may draw new cases for (a test that has failed may finish
-        # shrinking whatever the time)
+        # fuzzing: seconds each test may draw new cases for (its new defects are shrunk after)
         self.budget = budget
         self.started: dict[str, float] = {}
         self.saved: set[Path] = set()  # case files written by this session
@@ -128,7 +127,8 @@ class Session:
             v.status = "known"
             return v
         answers = [sig]
-        for _ in range(AGAIN if again is None else again):
+        # (a hang is not judged again: each time would cost the whole timeout)
+        for _ in range(0 if v.status == "timeout" else AGAIN if again is None else again):
             w = self._judge(area, case)[0]
             answers.append(
                 signature(area.name, w.oracle, kind(w.status, w.oracle, w.message, w.actual, w.inputs, case))
