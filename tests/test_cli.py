@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ENV, EXAMPLES, run_cli
+from .conftest import ENV, EXAMPLES, ROOT, run_cli
+
+EXAMPLES_DIR = ROOT / "examples"
 
 
 def test_show_every_example() -> None:
@@ -127,3 +129,56 @@ class MyBackend(ReferenceBackend):
         r.grads = [None if g is None else g * 1.5 for g in r.grads]
         return r
 """
+
+
+SCALED = """
+from gradcert.conformance.reference_backend import ReferenceBackend
+
+
+class Scaled(ReferenceBackend):
+    name = "scaled"
+
+    def run(self, case):
+        r = super().run(case)
+        r.grads = [None if g is None else g * 1.0001 for g in r.grads]
+        return r
+"""
+
+
+def test_check_judges_ones_own_program_and_prints_a_replay_that_works_where_printed(tmp_path: Path) -> None:
+    ok = run_cli("check", str(EXAMPLES_DIR / "while_basic.gc"), "--backend", "reference", cwd=tmp_path)
+    assert ok.returncode == 0 and ok.stdout.endswith("1 of 1 passed\n"), ok.stdout + ok.stderr
+    (tmp_path / "while_basic.gc").write_text((EXAMPLES_DIR / "while_basic.gc").read_text())
+    (tmp_path / "scaled.py").write_text(SCALED)
+    env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
+    bad = run_cli("check", "while_basic.gc", "--backend", "scaled:Scaled", cwd=tmp_path, env=env)
+    assert bad.returncode == 1 and "while_basic.gc: fail (reference)" in bad.stdout, bad.stdout + bad.stderr
+    replay = next(x.split("replay: ", 1)[1] for x in bad.stdout.splitlines() if "replay: " in x)
+    assert replay.startswith("gradcert replay ") and replay.endswith(" --backend scaled:Scaled")
+    again = run_cli(*replay.split()[1:], cwd=tmp_path, env=env)
+    assert again.returncode == 1 and "verdict: fail (reference)" in again.stdout, again.stdout + again.stderr
+    # the saved case, judged against the reference: it passes
+    case = replay.split()[2]
+    assert run_cli("check", case, "--backend", "reference", cwd=tmp_path).returncode == 0
+    # several seeds, random cotangents, second order
+    many = run_cli("check", "while_basic.gc", "--repeat", "3", "--cotangents", "random", "--order", "2", cwd=tmp_path)
+    assert many.returncode == 0 and "3 of 3 passed" in many.stdout, many.stdout + many.stderr
+
+
+def test_check_of_a_request_that_does_not_fit_is_one_line(tmp_path: Path) -> None:
+    program = str(EXAMPLES_DIR / "while_basic.gc")
+    for args, said in (
+        (["--wrt", "7"], "while_basic.gc: input 7 is out of range (the program has 2 inputs: 0..1)"),
+        (["--outputs", "x"], "'x' is not a comma-separated list of positions"),
+        (["--inputs", "none.npz"], "none.npz: no such .npz file"),
+    ):
+        r = run_cli("check", program, *args, cwd=tmp_path)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and said in r.stderr, (args, r.stderr)
+
+
+def test_check_in_python() -> None:
+    import gradcert
+
+    text = (EXAMPLES_DIR / "while_basic.gc").read_text()
+    assert gradcert.check(text).status == "pass"
+    assert gradcert.check(text, backend="tests.mutants:RelativeError", seed=3).status == "fail"

@@ -130,6 +130,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     a known defect included (the case still fails)."""
     from .conformance.api import FAILING
     from .conformance.areas import AREAS
+    from .conformance.check import area_of
     from .conformance.defects import signature
     from .conformance.session import Session
     from .generators.case import Case, load_case
@@ -154,7 +155,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     failed = False
     try:
         for name, case in cases:
-            area = AREAS.get(case.area or "", AREAS["elementwise"])
+            area = AREAS[case.area] if case.area in AREAS else area_of(case)  # (`check`'s own cases)
             v = s.judge(area, case)
             if len(cases) > 1:
                 print(f"== {name}")
@@ -170,6 +171,65 @@ def cmd_replay(args: argparse.Namespace) -> int:
     finally:
         s.close()
     return EXIT_FAIL if failed else EXIT_OK
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Judge programs of one's own (or saved cases) against a backend: exit 1 if one fails."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from .conformance.api import FAILING
+    from .conformance.areas import AREAS
+    from .conformance.check import Request, area_of, cases_of
+    from .conformance.defects import signature
+    from .conformance.session import Session
+
+    if args.repeat < 1:
+        raise UsageError(f"--repeat {args.repeat}: at least 1")
+    inputs = None
+    if args.inputs:
+        if not Path(args.inputs).is_file():
+            raise UsageError(f"{args.inputs}: no such .npz file")
+        with np.load(args.inputs) as z:
+            inputs = {k: z[k] for k in z.files}
+    request = Request(
+        _ints(args.wrt), _ints(args.outputs), args.cotangents, _ints(args.no_grad) or (), args.order, inputs
+    )
+    seeds = range(args.seed, args.seed + args.repeat)
+    todo = [(path, case) for path in args.files for case in cases_of(path, request, seeds)]  # (bad input: now)
+    s = Session(
+        args.backend,
+        None,
+        args.findings,
+        isolate={"auto": None, "yes": True, "no": False}[args.isolate],
+        timeout=args.timeout,
+    )
+    failed = 0
+    try:
+        for path, case in todo:
+            area = AREAS[case.area] if case.area in AREAS else area_of(case)
+            v = s.judge(area, case)
+            seed = "" if case.seed is None or args.repeat == 1 else f" (seed {case.seed})"
+            print(f"{path}{seed}: {v.status}" + (f" ({v.oracle}): {v.message}" if v.kind else ""))
+            if v.status in (*FAILING, "known"):
+                failed += 1
+                saved = s.save(case, v)
+                print(f"  signature: {signature(area.name, v.oracle, v.kind)}")
+                print(f"  case: {saved}\n  replay: {s.replay_command(saved)}")
+    finally:
+        s.close()
+    print(f"{len(todo) - failed} of {len(todo)} passed" + (f", {failed} failed" if failed else ""))
+    return EXIT_FAIL if failed else EXIT_OK
+
+
+def _ints(text: str) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise UsageError(f"{text!r} is not a comma-separated list of positions (0, 1, ...)") from None
 
 
 class UsageError(Exception):
@@ -303,6 +363,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     cert.add_argument("--shrink-seconds", type=float, default=30.0, help="time a new defect's shrink may take")
     cert.add_argument("-v", "--verbose", action="store_true", help="show pytest's own output (and hypothesis's notes)")
     cert.set_defaults(func=cmd_certify)
+
+    ck = sub.add_parser("check", help="judge programs of one's own (.gc) or saved cases against a backend")
+    ck.add_argument("files", nargs="+", metavar="FILE", help="program (.gc) or case (.case) files")
+    ck.add_argument("--backend", default="reference", help="built-in name, entry point or module:attribute")
+    ck.add_argument("--wrt", default="", help="input positions to differentiate (default: float, not stop_gradient)")
+    ck.add_argument("--outputs", default="", help="output positions to differentiate (default: every float one)")
+    ck.add_argument("--cotangents", default="ones", choices=("ones", "random"))
+    ck.add_argument("--no-grad", default="", help="input positions in the no-grad set")
+    ck.add_argument("--order", type=int, default=1, choices=(1, 2))
+    ck.add_argument("--seed", type=int, default=0, help="seed of the inputs (in each op's safe domain)")
+    ck.add_argument("--inputs", default="", help="an .npz file of the inputs, by name")
+    ck.add_argument("--repeat", type=int, default=1, help="judge each program on this many seeds")
+    ck.add_argument("--findings", default="reports/findings", help="where failing cases are saved")
+    ck.add_argument("--isolate", default="auto", choices=("auto", "yes", "no"))
+    ck.add_argument("--timeout", type=float, default=60.0)
+    ck.set_defaults(func=cmd_check)
 
     kn = sub.add_parser("known", help="write a results file's new defects as known-defect entries")
     kn.add_argument("results", metavar="RESULTS")

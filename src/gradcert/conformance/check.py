@@ -1,0 +1,141 @@
+"""Judging one's own program against a backend: `gradcert check FILE.gc --backend B`, and
+`gradcert.check(program, backend=...)` in Python.
+
+A program is judged by every oracle on seeded inputs inside each op's safe domain. By default every
+float input that is not stop_gradient is differentiated, every float output is, and the cotangents
+are ones; a `.case` file is judged with the request it holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..generators.case import Case, load_case
+from ..reference.domains import safe_inputs
+from ..reference.ir import Program
+from ..reference.loader import load_program, parse_source
+from ..reference.types import TensorType, is_differentiable
+from .api import Verdict
+from .areas import Area
+
+CHECK = Area("check", "a program of one's own")
+SECOND = Area("check", "a program of one's own", order=2)
+
+
+class CheckError(ValueError):
+    """A request that does not fit the program (one line, naming what is wrong)."""
+
+
+@dataclass
+class Request:
+    wrt: Sequence[int] | None = None  # input positions (default: float inputs not stop_gradient)
+    outputs: Sequence[int] | None = None  # output positions (default: every float output)
+    cotangents: str = "ones"  # or "random"
+    no_grad: Sequence[int] = ()  # input positions
+    order: int = 1
+    inputs: dict[str, np.ndarray] | None = None  # by input name (default: seeded, inside safe domains)
+
+
+def case_of(program: Program, request: Request, seed: int = 0, name: str = "<program>") -> Case:
+    """The case that judges `program` as `request` asks, on inputs drawn with `seed`."""
+    ins, outs = program.inputs, program.outputs
+    wrt = (
+        list(request.wrt)
+        if request.wrt is not None
+        else [i for i, v in enumerate(ins) if _float(v.type) and not v.stop_gradient]
+    )
+    outputs = (
+        list(request.outputs)
+        if request.outputs is not None
+        else [i for i, v in enumerate(outs) if is_differentiable(v.type)]
+    )
+    for what, got, n in (
+        ("input", wrt, len(ins)),
+        ("output", outputs, len(outs)),
+        ("input", request.no_grad, len(ins)),
+    ):
+        bad = [i for i in got if not 0 <= i < n]
+        if bad:
+            raise CheckError(f"{name}: {what} {bad[0]} is out of range (the program has {n} {what}s: 0..{n - 1})")
+    if not wrt or not outputs:
+        raise CheckError(f"{name}: nothing to differentiate ({'no float input' if not wrt else 'no float output'})")
+    xs = safe_inputs(program, seed)
+    if request.inputs is not None:
+        missing = [str(v.name) for v in ins if str(v.name) not in request.inputs]
+        if missing:
+            raise CheckError(f"{name}: no value given for input %{missing[0]}")
+        xs = [np.asarray(request.inputs[str(v.name)], dtype=x.dtype).reshape(x.shape) for v, x in zip(ins, xs)]
+    cotangents = None
+    if request.cotangents == "random":
+        rng = np.random.default_rng(seed + 1)
+        cotangents = [rng.normal(size=_shape(outs[i].type)) for i in outputs]
+    elif request.cotangents != "ones":
+        raise CheckError(f"--cotangents {request.cotangents!r}: ones or random")
+    if request.order not in (1, 2):
+        raise CheckError(f"--order {request.order}: 1 or 2")
+    return Case(
+        program,
+        xs,
+        outputs,
+        wrt,
+        cotangents,
+        [ins[i] for i in request.no_grad],
+        area=CHECK.name,
+        seed=seed,
+        order=request.order,
+    )
+
+
+def _float(t: Any) -> bool:
+    return isinstance(t, TensorType) and t.dtype.startswith("f")
+
+
+def _shape(t: Any) -> tuple[int, ...]:
+    assert isinstance(t, TensorType)
+    return t.shape
+
+
+def cases_of(path: str | Path, request: Request, seeds: Sequence[int]) -> list[Case]:
+    """The cases that judge the file at `path`: a `.case` file as it is, a program once per seed."""
+    if str(path).endswith(".case"):
+        return [load_case(path)]
+    program = load_program(path)
+    return [case_of(program, request, s, str(path)) for s in seeds]
+
+
+def area_of(case: Case) -> Area:
+    return SECOND if case.order == 2 else CHECK
+
+
+def check(
+    program: Program | str,
+    backend: str = "reference",
+    wrt: Sequence[int] | None = None,
+    outputs: Sequence[int] | None = None,
+    cotangents: str = "ones",
+    no_grad: Sequence[int] = (),
+    order: int = 1,
+    seed: int = 0,
+    inputs: dict[str, np.ndarray] | None = None,
+    isolate: bool | None = False,
+) -> Verdict:
+    """The verdict of every oracle on `program` (a Program or its text) differentiated by
+    `backend`, on inputs drawn with `seed` (or `inputs`, by name)."""
+    from .session import Session
+
+    p = parse_source(program) if isinstance(program, str) else program
+    case = case_of(p, Request(wrt, outputs, cotangents, no_grad, order, inputs), seed)
+    s = Session(backend, None, "reports/findings", isolate=isolate)
+    try:
+        return s.judge(area_of(case), case)
+    finally:
+        s.close()
+
+
+def with_area(case: Case) -> Case:
+    return case if case.area else replace(case, area=CHECK.name)
