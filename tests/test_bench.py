@@ -1,5 +1,5 @@
 """Every benchmark under bench/ runs from this install and prints its ratios (at toy sizes: the
-figures themselves are the README's, measured at full size; nothing here is timed)."""
+figures themselves are docs/performance.md's, measured at full size; nothing here is timed)."""
 
 from __future__ import annotations
 

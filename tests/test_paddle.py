@@ -62,7 +62,7 @@ def test_lowering_agrees_with_the_interpreter_on_every_program() -> None:
     got = json.loads(r.stdout.strip().splitlines()[-1])
     assert len(got) == len(PROGRAMS)
     wrong = {Path(k).name: v for k, v in got.items() if v != "ok"}
-    # Paddle's own executor refuses this valid program's forward (README, Paddle: in-place on a
+    # Paddle's own executor refuses this valid program's forward (docs/paddle.md: in-place on a
     # loop-carried value); every other program must lower exactly
     assert "Tensor holds no memory" in wrong.pop("inplace_loop_arg.gc", "")
     assert not wrong, wrong
@@ -181,7 +181,7 @@ def test_a_defect_planted_beside_paddles_known_ones_is_found(
     assert f"KNOWN {name}: " in r.stdout
 
 
-# Finding 15 (README, Paddle): the forward program alone returns tanh(tanh(x)) for %t: the
+# Finding 15 (docs/paddle.md): the forward program alone returns tanh(tanh(x)) for %t: the
 # zero-trip loop's result %b aliases %t, and the executor's inplace pass writes the `tanh` of %b
 # over their shared buffer.
 ALIASED_LOOP = """program(%x0: f64[3]) {
@@ -238,7 +238,7 @@ RIGHT, OVERWRITTEN = np.round(np.tanh(X), 12).tolist(), np.round(np.tanh(np.tanh
 def test_paddle_inplace_pass_overwrites_a_value_an_aliased_zero_trip_loop_returns() -> None:
     # as the backend runs the executor (serially): overwritten every time, and Paddle's finding
     seen, verdict = aliased_loop(20)
-    assert seen == [OVERWRITTEN], "Paddle no longer overwrites %t: update the README's finding 15"
+    assert seen == [OVERWRITTEN], "Paddle no longer overwrites %t: update docs/paddle.md's finding 15"
     assert verdict.startswith("PaddleForwardError") and "inplace pass is off" in verdict, verdict
     # the executor's inplace pass does it: off, the output is right every time
     assert aliased_loop(20, FLAGS_pir_apply_inplace_pass="0")[0] == [RIGHT]
@@ -252,7 +252,7 @@ def test_paddle_threaded_executor_overwrites_it_now_and_then() -> None:
     assert RIGHT in seen and OVERWRITTEN in seen, seen
 
 
-# Finding 18 (README, Paddle): `ir_backward.grad` of a program with a `while` loop leaves state that
+# Finding 18 (docs/paddle.md): `ir_backward.grad` of a program with a `while` loop leaves state that
 # points into the program; once the program is freed, a later program's `grad` touches it. Plain
 # Paddle, no gradcert: programs built and differentiated one after another in one process.
 WHILE_GRADS = """
@@ -295,7 +295,7 @@ def test_paddle_grad_of_while_programs_crashes_once_earlier_programs_are_freed()
     # measured: SIGSEGV within 50-250 programs (in `pir::Value::defining_op`, `IsFakeValue`, a
     # `Vjp`) in 19 runs of 20; the 20th hung
     code, out, err = while_grads(1000, "free", "grad")
-    assert "done" not in out, "Paddle no longer crashes here: update the README's finding 18"
+    assert "done" not in out, "Paddle no longer crashes here: update docs/paddle.md's finding 18"
     assert code is None or code in (-11, 139) or "SIGSEGV" in err, (code, err[-2000:])
     # the same programs, each kept alive; or freed but never differentiated: no fault
     assert "done" in while_grads(300, "keep", "grad")[1]

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from gradcert.reference import ParseError, ProgramBuilder, f64, parse_program, print_program
 from gradcert.reference.loader import load_program
 
-from .conftest import EXAMPLES
+from .conftest import EXAMPLES, ROOT
 
 
 def test_examples_cover_every_family() -> None:
@@ -113,3 +113,23 @@ def test_names_are_kept_and_numbers_avoid_them() -> None:
     z = pb.exp(y)
     text = print_program(pb.build(z))
     assert "%0 = tanh(%x)" in text and "%1 = exp(%0)" in text
+
+
+def test_every_program_shown_in_the_readme_and_docs_parses() -> None:
+    """A program in a ``` block of the README or docs/ is one a reader may copy: it parses."""
+    import re
+
+    from gradcert.reference.text import parse_program
+
+    root = ROOT
+    shown = []
+    for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        for block in re.findall(r"```\n(.*?)```", page.read_text(), re.S):
+            if block.lstrip().startswith("program("):
+                shown.append((page.name, block))
+    assert shown, "no program shown"
+    for name, block in shown:
+        try:
+            parse_program(block)
+        except ParseError as e:
+            raise AssertionError(f"{name}: {e}") from None

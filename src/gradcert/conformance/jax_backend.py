@@ -1,7 +1,7 @@
 """The `jax` backend: traces a case as a JAX function (float64, CPU) and asks `jax.vjp` for the
 gradients.
 
-Lowering choices (the README's JAX section says what was measured):
+Lowering choices (docs/torch-jax.md says what was measured):
 
 - Every op with an Array-API kernel runs that kernel on `jax.numpy`; `pad` is `jnp.pad`. In-place
   ops are their functional op (JAX arrays are immutable): what is certified is that the backward

@@ -14,7 +14,7 @@ Tolerances, and how they were derived:
 - finite differences: |<g, v> - D| <= FD_ATOL + FD_RTOL * (sum_i <|g_i|, |v_i|> + |D|), with D the
   directional derivative by central differences and one Richardson step (h = 1e-3, truncation
   O(h^4) ~ 1e-12, rounding ~ eps |f| / h ~ 1e-13 for values bounded by 6). 1e-6 is far above
-  both; over 10,000 fuzzed reference cases it raised no false alarm (README, Fuzzing). Where a
+  both; over 10,000 fuzzed reference cases it raised no false alarm (docs/oracles.md). Where a
   program's curvature is far larger (`x xT` squared three times, then `sin`: a polynomial of
   degree 16 under it, whose fifth derivative the truncation error scales with), h = 1e-3 was not
   small enough: a minute of nightly fuzzing of the reference found such a case (relative error

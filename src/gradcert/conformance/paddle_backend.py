@@ -2,7 +2,7 @@
 gradients with `paddle.autograd.ir_backward.grad` (or `append_backward`, for that area), runs it
 with the static executor and lists the program's ops for the structural invariants.
 
-Lowering choices (see the README's Paddle section for what was measured):
+Lowering choices (docs/paddle.md says what was measured):
 
 - `if` is `paddle.static.nn.cond`, `while` is `paddle.static.nn.while_loop`; vectors cross them as
   flat lists of tensors (both APIs flatten nested lists anyway).
@@ -17,7 +17,7 @@ Lowering choices (see the README's Paddle section for what was measured):
   (`FLAGS_new_executor_serial_run`, what `BuildStrategy.sequential_run` sets; an environment
   variable of that name overrides it), so that a verdict repeats from run to run: with Paddle's
   default thread pool, the buffer its inplace pass shares between two live values was written
-  before or after the fetch as the threads fell (README, finding 15); and certify with two workers
+  before or after the fetch as the threads fell (docs/paddle.md, finding 15); and certify with two workers
   ran ~13% slower, each worker's pool taking the other's core. The transform under test,
   `ir_backward.grad`, is the same either way.
 

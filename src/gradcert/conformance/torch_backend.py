@@ -1,7 +1,7 @@
 """The `torch` backend: runs a case eagerly in PyTorch (float64, CPU) and asks its autograd,
 `torch.autograd.grad(outputs, inputs, grad_outputs, allow_unused=True)`, for the gradients.
 
-Lowering choices (the README's PyTorch section says what was measured):
+Lowering choices (docs/torch-jax.md says what was measured):
 
 - Every op with an Array-API kernel runs that kernel on `array_api_compat.torch` (PyTorch's own
   functions); `pad` is `torch.nn.functional.pad`.
