@@ -7,7 +7,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -132,7 +132,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from .conformance.areas import AREAS
     from .conformance.check import area_of
     from .conformance.defects import signature
-    from .conformance.session import Session
     from .generators.case import Case, load_case
 
     cases: list[tuple[str, Case]] = []
@@ -145,13 +144,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             cases.append((name, redraw(drawn[1], drawn[2], resolve(args.backend).capabilities)))
         else:
             cases.append((name, load_case(name)))
-    s = Session(
-        args.backend,
-        None,
-        args.findings,
-        isolate={"auto": None, "yes": True, "no": False}[args.isolate],
-        timeout=args.timeout,
-    )
+    s = _session(args)
     failed = False
     try:
         for name, case in cases:
@@ -183,7 +176,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     from .conformance.areas import AREAS
     from .conformance.check import Request, area_of, cases_of
     from .conformance.defects import signature
-    from .conformance.session import Session
 
     if args.repeat < 1:
         raise UsageError(f"--repeat {args.repeat}: at least 1")
@@ -198,13 +190,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     )
     seeds = range(args.seed, args.seed + args.repeat)
     todo = [(path, case) for path in args.files for case in cases_of(path, request, seeds)]  # (bad input: now)
-    s = Session(
-        args.backend,
-        None,
-        args.findings,
-        isolate={"auto": None, "yes": True, "no": False}[args.isolate],
-        timeout=args.timeout,
-    )
+    s = _session(args)
     failed = 0
     try:
         for path, case in todo:
@@ -221,6 +207,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         s.close()
     print(f"{len(todo) - failed} of {len(todo)} passed" + (f", {failed} failed" if failed else ""))
     return EXIT_FAIL if failed else EXIT_OK
+
+
+def _session(args: argparse.Namespace) -> Any:
+    """The session that judges cases one by one for `replay` and `check` (recorded nowhere)."""
+    from .conformance.session import Session
+
+    isolate = {"auto": None, "yes": True, "no": False}[args.isolate]
+    return Session(args.backend, None, args.findings, isolate=isolate, timeout=args.timeout)
 
 
 def _ints(text: str) -> list[int] | None:
