@@ -182,3 +182,13 @@ def test_check_in_python() -> None:
     text = (EXAMPLES_DIR / "while_basic.gc").read_text()
     assert gradcert.check(text).status == "pass"
     assert gradcert.check(text, backend="tests.mutants:RelativeError", seed=3).status == "fail"
+
+
+def test_a_case_whose_position_is_out_of_range_says_which(tmp_path: Path) -> None:
+    text = (ROOT / "tests" / "known" / "known-and-new-in-ifs" / "if-semantics-07a3ee63fb17.case").read_text()
+    program, _, request = text.partition("---")
+    (tmp_path / "bad.case").write_text(program + "---" + request.replace('"outputs": [0]', '"outputs": [5]', 1))
+    r = run_cli("replay", "bad.case", cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr == (
+        "gradcert: error: bad.case: outputs[0] is 5, but the program has 1 outputs (0..0)\n"
+    ), r.stderr

@@ -142,8 +142,14 @@ def parse_case(text: str, name: str = "<case>") -> Case:
         raise CaseFileError(f"{name}: request lacks or misnames {e}") from None
     except (TypeError, ValueError) as e:
         raise CaseFileError(f"{name}: bad request: {e}") from None
-    if any(not 0 <= i < len(program.outputs) for i in outputs) or any(not 0 <= i < len(program.inputs) for i in wrt):
-        raise CaseFileError(f"{name}: an output or input index is out of range")
+    for field_, got, n, what in (
+        ("outputs", outputs, len(program.outputs), "output"),
+        ("wrt", wrt, len(program.inputs), "input"),
+    ):
+        bad = [k for k, i in enumerate(got) if not 0 <= i < n]
+        if bad:
+            k = bad[0]
+            raise CaseFileError(f"{name}: {field_}[{k}] is {got[k]}, but the program has {n} {what}s (0..{n - 1})")
     if len(inputs) != len(program.inputs):
         raise CaseFileError(f"{name}: {len(inputs)} input arrays for {len(program.inputs)} program inputs")
     for k, (v, x) in enumerate(zip(program.inputs, inputs)):
