@@ -43,7 +43,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
     findings = Path(args.findings or results.parent / "findings")
     if args.baseline and not Path(args.baseline).is_file():
         raise UsageError(f"{args.baseline}: no such baseline results file")
-    runs.check_outputs(results, report, findings)
+    done_before = runs.check_outputs(results, report, findings)
     baseline = load(read_records([args.baseline])) if args.baseline else None  # (a bad file: now, in one line)
     known = {name: known_defects(name)}
     capabilities = resolve(args.backend).capabilities
@@ -67,23 +67,20 @@ def cmd_certify(args: argparse.Namespace) -> int:
     env = dict(os.environ, **PYTEST_ENV)
     with runs.exclusive(results):
         progress = runs.Progress(runs.Follow(results), planned)
-        progress.done_before = runs.judged(results)
+        progress.done_before = done_before
         runs.record_run(results, {"run": "start", "backend": name, "profile": args.profile, "planned": planned})
         with open(results.with_suffix(".log"), "w") as log:
             cmd = [sys.executable, "-m", "pytest", *pytest_args]
             code, signum = runs.run_child(cmd, env, log, progress, args.verbose)
-        judged = runs.judged(results)
+        loaded = load(read_records([results]))
+        judged = sum(1 for r in loaded.cases if r["case_id"])
         complete = signum is None and code in (0, 1) and (planned is None or judged >= planned)
         why = runs.signal_name(signum) if signum else (None if complete else f"pytest exited with status {code}")
-        runs.record_run(
-            results,
-            {"run": "end", "complete": complete, "planned": planned, "judged": judged, "signal": why, "exit": code},
-        )
+        end = {"run": "end", "complete": complete, "planned": planned, "judged": judged, "signal": why, "exit": code}
+        loaded.runs.append(runs.record_run(results, end))
     if complete:
-        isolate = {"auto": None, "yes": True, "no": False}[args.isolate]
-        runs.confirm_unmet(args.backend, results, isolate, args.timeout)
-    loaded = load(read_records([results]))
-    runs.print_summary(loaded, known)
+        runs.confirm_unmet(args.backend, loaded, known, results, _isolate(args), args.timeout)
+    found = runs.print_summary(loaded, known)
     path = write([results], report, args.baseline or None)
     print(f"\nresults: {results}\nreport: {path}\nlog: {results.with_suffix('.log')}")
     if code not in (0, 1) and signum is None:
@@ -106,8 +103,8 @@ def cmd_certify(args: argparse.Namespace) -> int:
         for r in c.regressions[:20]:
             print(f"  regressed: {r['test_id']}[{r['case_id']}] {r['status']} {r.get('signature', '')}")
         return EXIT_FAIL if c.regressions else EXIT_OK
-    new = [d for d in runs.defects_of(loaded, known) if d.new]
-    print(("FAILED: " + f"{len(new)} new defect(s)") if new else "PASSED: every case passed or showed a known defect")
+    new = [d for d in found if d.new]
+    print(f"FAILED: {len(new)} new defect(s)" if new else "PASSED: every case passed or showed a known defect")
     return EXIT_FAIL if new or code == 1 else EXIT_OK
 
 
@@ -213,8 +210,13 @@ def _session(args: argparse.Namespace) -> Any:
     """The session that judges cases one by one for `replay` and `check` (recorded nowhere)."""
     from .conformance.session import Session
 
-    isolate = {"auto": None, "yes": True, "no": False}[args.isolate]
-    return Session(args.backend, None, args.findings, isolate=isolate, timeout=args.timeout)
+    return Session(args.backend, None, args.findings, isolate=_isolate(args), timeout=args.timeout)
+
+
+def _isolate(args: argparse.Namespace) -> bool | None:
+    """`--isolate auto|yes|no`: None lets the session decide (a worker process for any backend but
+    the reference)."""
+    return {"auto": None, "yes": True, "no": False}[args.isolate]
 
 
 def _ints(text: str) -> list[int] | None:

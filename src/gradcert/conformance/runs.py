@@ -33,14 +33,15 @@ class RunError(ValueError):
     """Bad usage found before anything runs (exit 2, one line)."""
 
 
-def check_outputs(results: Path, report: Path, findings: Path) -> None:
+def check_outputs(results: Path, report: Path, findings: Path) -> int:
     """Every output can be written, and the results file (resumed) reads as JSON lines: else one
-    line naming what is wrong, before anything runs or is overwritten."""
+    line naming what is wrong, before anything runs or is overwritten. Returns the cases judged on
+    record (a resumed run's progress starts there)."""
     for path, what in ((results, "results file"), (report, "report")):
         _writable_file(path, what)
     _writable_dir(findings, "findings folder")
-    for _ in read_records([results]):  # (a ResultsFileError names the file and line)
-        pass
+    # (a ResultsFileError names the file and line)
+    return len({(r["test_id"], r.get("draw") or r["case_id"]) for r in read_records([results]) if r.get("case_id")})
 
 
 def _writable_dir(d: Path, what: str) -> None:
@@ -231,17 +232,15 @@ def run_child(
     return proc.returncode, None
 
 
-def record_run(results: Path, record: dict[str, Any]) -> None:
+def record_run(results: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """Append a run's start or end record; returns it."""
+    rec = {"run": record.pop("run"), "time": time.time(), **record}
     f = ResultsFile(results)
     try:
-        f.append({"run": record.pop("run"), "time": time.time(), **record})
+        f.append(rec)
     finally:
         f.close()
-
-
-def judged(results: Path) -> int:
-    """Distinct cases judged on record (an interrupted run's and its resumption's together)."""
-    return len({(r["test_id"], r.get("draw") or r["case_id"]) for r in read_records([results]) if r.get("case_id")})
+    return rec
 
 
 def signal_name(signum: int) -> str:
@@ -298,31 +297,29 @@ def print_summary(loaded: Any, known: dict[str, Any], out: IO[str] = sys.stdout)
     return found
 
 
-def confirm_unmet(spec: str, results: Path, isolate: bool | None, timeout: float) -> None:
+def confirm_unmet(
+    spec: str, loaded: Any, known: dict[str, Any], results: Path, isolate: bool | None, timeout: float
+) -> None:
     """Judge again the minimal case of each known defect that no case of the run showed, and
-    record whether it still fails (then it was not drawn) or passes (fixed?)."""
+    record whether it still fails (then it was not drawn) or passes (fixed?), in the results file
+    and in `loaded`."""
     from ..generators.case import load_case
-    from ..reports.summary import load, not_reproduced
+    from ..reports.summary import not_reproduced
     from .areas import AREAS
-    from .defects import known_defects, known_folder
+    from .defects import known_folder
     from .session import Session
 
-    loaded = load(read_records([results]))
+    unmet = not_reproduced(loaded, known)
+    if not unmet:
+        return
     s = Session(spec, None, results.parent, isolate=isolate, timeout=timeout)
+    f = ResultsFile(results)
     try:
-        unmet = not_reproduced(loaded, {s.name: known_defects(s.name)})
-        if not unmet:
-            return
-        f = ResultsFile(results)
         for k in unmet:
             v = s.judge(AREAS[k.area], load_case(known_folder() / k.case))
-            f.append({"unmet": k.signature, "backend": s.name, "still_fails": v.status in (*FAILING, "known")})
-        f.close()
+            rec = {"unmet": k.signature, "backend": s.name, "still_fails": v.status in (*FAILING, "known")}
+            f.append(rec)
+            loaded.unmet[(s.name, k.signature)] = rec
     finally:
+        f.close()
         s.close()
-
-
-def defects_of(loaded: Any, known: dict[str, Any]) -> list[Any]:
-    from ..reports.summary import defects
-
-    return defects(loaded, known)
