@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,16 @@ def run_cli(
 
 
 def certify(
-    backend: str, tmp_path: Path, profile: str = "quick", workers: str = "1"
+    backend: str,
+    tmp_path: Path,
+    profile: str = "quick",
+    workers: str = "1",
+    extra: Sequence[str] = (),
+    env: dict[str, str] | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], list[Any]]:
-    """`gradcert certify --backend BACKEND` into `tmp_path`: the run and its result records."""
+    """`gradcert certify --backend BACKEND [EXTRA...]` into `tmp_path` (results `r.jsonl`, report
+    `r.html`, findings `findings/`), run there: the run and its records (a line being written, or
+    a file not JSON lines on purpose, left out)."""
     results = tmp_path / "r.jsonl"
     r = run_cli(
         "certify",
@@ -54,7 +62,19 @@ def certify(
         str(tmp_path / "findings"),
         "--workers",
         workers,
+        *extra,
+        cwd=tmp_path,
+        env=env,
         timeout=1800,
     )
-    records = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
-    return r, records
+    return r, records(results)
+
+
+def records(path: Path) -> list[Any]:
+    out = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return out

@@ -4,7 +4,6 @@ defects matched per defect, regressions against a baseline, honest endings. Each
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -19,33 +18,13 @@ import pytest
 from gradcert.conformance.defects import KnownDefectsError, canonical, entries, kind, known_defects, signature
 from gradcert.generators.case import load_case
 
-from .conftest import ENV, ROOT
+from .conftest import ENV, ROOT, certify, records
 
 KNOWN = ENV | {"GRADCERT_KNOWN_FAILURES": str(ROOT / "tests" / "known")}
 
 
 def run(backend: str, tmp: Path, areas: str, *extra: str, env: dict[str, str] | None = None) -> tuple[Any, list[Any]]:
-    r = subprocess.run(
-        [sys.executable, "-m", "gradcert.cli", "certify", "--backend", backend, "--areas", areas]
-        + ["--profile", "quick", "--isolate", "no", "--shrink-seconds", "5"]
-        + ["--results", str(tmp / "r.jsonl"), "--report", str(tmp / "r.html"), "--findings", str(tmp / "f"), *extra],
-        cwd=tmp,
-        env=env or ENV,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    return r, records(tmp / "r.jsonl")
-
-
-def records(path: Path) -> list[Any]:
-    out = []
-    for line in path.read_text().splitlines() if path.exists() else []:
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            pass  # (a line being written, or a file that is not JSON lines on purpose)
-    return out
+    return certify(backend, tmp, extra=["--areas", areas, "--isolate", "no", "--shrink-seconds", "5", *extra], env=env)
 
 
 def cases(recs: list[Any]) -> list[Any]:
@@ -138,7 +117,7 @@ def test_variants_of_one_planted_defect_are_one_defect_and_two_are_two(tmp_path:
     assert len(failing) > 20 and len({x["signature"] for x in failing}) == 1
     assert new_defects(r.stdout) == ["reference | elementwise | wrong value at the top level only"], r.stdout
     # one case file per defect and test, not one per failing case
-    assert len(list((tmp_path / "one" / "f").rglob("*.case"))) <= 3
+    assert len(list((tmp_path / "one" / "findings").rglob("*.case"))) <= 3
     (tmp_path / "two").mkdir()
     r, _ = run("tests.mutants:KnownAndNewInLoops", tmp_path / "two", "while")
     assert sorted(new_defects(r.stdout)) == [

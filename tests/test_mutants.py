@@ -3,9 +3,6 @@ Each runs `gradcert certify` for real, in a subprocess (crash and hang in worker
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -14,7 +11,8 @@ import pytest
 
 from gradcert.conformance.api import FAILING
 
-from .conftest import ROOT
+from .conftest import ENV, ROOT
+from .conftest import certify as run_certify
 
 # mutant -> (areas to certify, the oracle or status expected to catch it)
 CATCH: dict[str, tuple[str, str | set[str]]] = {
@@ -44,36 +42,11 @@ KNOWN = str(ROOT / "tests" / "known")
 
 
 def certify(backend: str, areas: str, tmp: Path, *extra: str) -> tuple[int, list[dict[str, object]], str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), GRADCERT_KNOWN_FAILURES=KNOWN)
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gradcert.cli",
-            "certify",
-            "--backend",
-            backend,
-            "--profile",
-            "quick",
-            "--areas",
-            areas,
-            "--results",
-            str(tmp / "r.jsonl"),
-            "--report",
-            str(tmp / "r.html"),
-            "--findings",
-            str(tmp / "findings"),
-            *(x for x in extra if x != "--shrink"),
-            *([] if "--shrink" in extra else ["--no-shrink"]),
-        ],
-        cwd=tmp,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    lines = (tmp / "r.jsonl").read_text().splitlines() if (tmp / "r.jsonl").exists() else []
-    return r.returncode, [json.loads(x) for x in lines], r.stdout + r.stderr
+    """A quick certification of `areas`, unshrunk unless `--shrink` is among `extra`."""
+    shrink = [x for x in extra if x != "--shrink"] + ([] if "--shrink" in extra else ["--no-shrink"])
+    env = dict(ENV, GRADCERT_KNOWN_FAILURES=KNOWN)
+    r, records = run_certify(backend, tmp, extra=["--areas", areas, *shrink], env=env)
+    return r.returncode, records, r.stdout + r.stderr
 
 
 def test_there_are_at_least_12_mutants() -> None:

@@ -157,23 +157,9 @@ def test_a_defect_planted_beside_paddles_known_ones_is_found(
     known.mkdir()
     (known / f"{name}.toml").write_text((KNOWN / "paddle.toml").read_text())
     (known / "paddle").symlink_to(KNOWN / "paddle")
-    r = run_cli(
-        "certify",
-        "--backend",
-        f"tests.framework_mutants:{mutant}",
-        "--profile",
-        "quick",
-        "--areas",
-        area,
-        "--results",
-        str(tmp_path / "r.jsonl"),
-        "--report",
-        str(tmp_path / "r.html"),
-        "--findings",
-        str(tmp_path / "f"),
-        "--shrink-seconds",
-        "10",
-        env={**ENV, "GRADCERT_KNOWN_FAILURES": str(known)},
+    extra = ["--areas", area, "--shrink-seconds", "10"]
+    r, _ = certify(
+        f"tests.framework_mutants:{mutant}", tmp_path, extra=extra, env={**ENV, "GRADCERT_KNOWN_FAILURES": str(known)}
     )
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
     new = [x.split(": ", 1)[1].split("  (")[0] for x in r.stdout.splitlines() if x.startswith("NEW")]

@@ -197,25 +197,11 @@ def test_jax_loop_trip_count_known_when_tracing_or_unsupported() -> None:
 
 @pytest.mark.parametrize("mutant", ["TorchTanhOff", "JaxTanhOff"])
 def test_a_wrong_framework_gradient_is_caught(mutant: str, tmp_path: Path) -> None:
-    r = run_cli(
-        "certify",
-        "--backend",
-        f"tests.framework_mutants:{mutant}",
-        "--profile",
-        "quick",
-        "--areas",
-        "elementwise",
-        "--results",
-        str(tmp_path / "r.jsonl"),
-        "--report",
-        str(tmp_path / "r.html"),
-        "--findings",
-        str(tmp_path / "f"),
-    )
+    r, _ = certify(f"tests.framework_mutants:{mutant}", tmp_path, extra=["--areas", "elementwise"])
     assert r.returncode == 1, r.stdout[-2000:]
     assert f"NEW {mutant_name(mutant)}: reference | elementwise | wrong value" in r.stdout, r.stdout[-2000:]
     # the shrunk case is a single tanh
-    saved = list((tmp_path / "f").glob("*/*.case"))
+    saved = list((tmp_path / "findings").glob("*/*.case"))
     assert saved and any(p.read_text().count("tanh(") == 1 for p in saved)
 
 
