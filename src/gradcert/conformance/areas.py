@@ -174,5 +174,5 @@ def command_line(
     ]
     # xdist keeps a worker two tests ahead (its test and the next); by default it refills a worker
     # with up to a quarter of what is left, so that the light tests at the end could wait behind a
-    # heavy one on one worker while the other idled (0.8 s of a 20 s Paddle run): one at a time
+    # heavy one on one worker while the other idled: one at a time
     return args + (["-n", workers, "--maxschedchunk", "1"] if parallel else [])

@@ -1,28 +1,25 @@
 """The oracles: semantics, the reference backward, structural invariants, finite differences.
 
-Tolerances, and how they were derived:
+Tolerances, and why (docs/oracles.md holds the measurements they rest on):
 
 - reference: |g - g_ref| <= REF_ATOL + REF_RTOL * max|g_ref| per input. Two correct float64
-  backwards differ by rounding only (kernel order, fused ops): measured up to ~1e-14 relative on
-  the generators' bounded programs. 1e-9 leaves five orders of margin and still catches a 1e-6
-  relative error (a mutant of the test suite). The absolute part is not relative to the gradient:
-  a cancellation (`1 - tanh(x)^2` near saturation) leaves an absolute error of about eps that the
-  chain rule then multiplies by the values it passes through (up to ~30 here, several matmuls
-  deep). A JAX fuzz of 19,000 cases measured such errors up to 2.5e-12 on gradients of 1e-6
-  (JAX and the reference rounding differently, PyTorch agreeing with the reference): REF_ATOL was
-  1e-12 then, 15 false alarms; 1e-10 leaves a 40x margin.
+  backwards differ by rounding only (kernel order, fused ops), orders of magnitude below 1e-9
+  relative on the generators' bounded programs, while a 1e-6 relative error (a mutant of the test
+  suite) stays far above it. The absolute part is not relative to the gradient: a cancellation
+  (`1 - tanh(x)^2` near saturation) leaves an absolute error of about eps that the chain rule then
+  multiplies by the values it passes through (several matmuls deep), so two correct backwards
+  that round differently (JAX and the reference) differ by up to ~1e-12 on tiny gradients;
+  REF_ATOL = 1e-10 sits well above that and well below any error a wrong rule makes.
 - finite differences: |<g, v> - D| <= FD_ATOL + FD_RTOL * (sum_i <|g_i|, |v_i|> + |D|), with D the
   directional derivative by central differences and one Richardson step (h = 1e-3, truncation
   O(h^4) ~ 1e-12, rounding ~ eps |f| / h ~ 1e-13 for values bounded by 6). 1e-6 is far above
-  both; over 10,000 fuzzed reference cases it raised no false alarm (docs/oracles.md). Where a
-  program's curvature is far larger (`x xT` squared three times, then `sin`: a polynomial of
-  degree 16 under it, whose fifth derivative the truncation error scales with), h = 1e-3 was not
-  small enough: a minute of nightly fuzzing of the reference found such a case (relative error
-  1.5e-6; the estimate off by 4.9e-5, 3.1e-6, 1.9e-7 at h, h/2, h/4: 16x less with every halving
-  of h, as truncation is; tests/cases/matmul_power_curvature.case). An estimate that fails is
-  made again at h / RETRY before a verdict: truncation 4,096x smaller, rounding ~eps |f| / h
-  still ~1e-12. A wrong gradient stays wrong at any step; a right one whose first estimate was
-  truncated passes the second.
+  both. Where a program's curvature is far larger (`x xT` squared three times, then `sin`: a
+  polynomial of degree 16 under it, whose fifth derivative the truncation error scales with),
+  h = 1e-3 truncates too much (tests/cases/matmul_power_curvature.case: the estimate's error falls
+  16x with every halving of h, as truncation does). So an estimate that fails is made again at
+  h / RETRY before a verdict: truncation 4,096x smaller, rounding ~eps |f| / h still ~1e-12. A
+  wrong gradient stays wrong at any step; a right one whose first estimate was truncated passes
+  the second.
 - a perturbed run whose trace differs (a branch, trip count or kink side flipped) makes the case
   `invalid`: the derivative does not exist there as a smooth one, so nothing is judged.
 """
@@ -232,7 +229,7 @@ def normals(seed: int, shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
     """Standard normal arrays of `shapes`: the values `default_rng(seed).normal(size=shape)` gives
     for each shape in turn (the generator makes its normals one by one from its stream: the arrays
     are consecutive pieces of one long draw), cut from a draw kept per seed: seeding a generator
-    took 17 us a check, drawing a case's few normals from it ~1 us."""
+    costs many times more than drawing a case's few normals from one."""
     sizes = [math.prod(shape) for shape in shapes]
     if sum(sizes) > _STREAM:
         rng = np.random.default_rng(seed)

@@ -17,8 +17,8 @@ Lowering choices (docs/paddle.md says what was measured):
   (`FLAGS_new_executor_serial_run`, what `BuildStrategy.sequential_run` sets; an environment
   variable of that name overrides it), so that a verdict repeats from run to run: with Paddle's
   default thread pool, the buffer its inplace pass shares between two live values was written
-  before or after the fetch as the threads fell (docs/paddle.md, finding 15); and certify with two workers
-  ran ~13% slower, each worker's pool taking the other's core. The transform under test,
+  before or after the fetch as the threads fell (docs/paddle.md, finding 15); and with
+  two workers each worker's pool takes the other's core. The transform under test,
   `ir_backward.grad`, is the same either way.
 
 Run it isolated (the default for every backend but the reference): Paddle's native code can abort

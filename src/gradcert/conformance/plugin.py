@@ -71,7 +71,7 @@ def gradcert_session(request: pytest.FixtureRequest) -> Any:
     )
     # What is loaded by now (pytest, hypothesis, the backend's framework) lives for the whole run:
     # keep it out of the cyclic collector's scans, which every case's programs trigger
-    # (bench/overhead.py: 0.12 ms a check).
+    # (bench/overhead.py measures a check's cost).
     gc.freeze()
     yield s
     s.close()
@@ -139,8 +139,8 @@ def _weight(item: pytest.Item) -> tuple[bool, bool, int, int, int]:
 def _report_cases(item: pytest.Item) -> None:
     """A failing case is reported as gradcert reports it (the verdict, the case, its replay
     command) with hypothesis's notes, not as a traceback through gradcert, hypothesis and pytest.
-    Hypothesis also makes this report for every failing example it meets while shrinking: pytest's
-    traceback took 23 ms each, a third of a Paddle certify run (bench/overhead.py)."""
+    Hypothesis also makes this report for every failing example it meets while shrinking, and
+    pytest's traceback of each would cost more than judging the example (bench/overhead.py)."""
     from .session import CaseFailed
 
     plain = item.repr_failure

@@ -3,7 +3,7 @@ run loses nothing and a rerun skips finished cases. Each line is one `write` to 
 appending: the system appends it whole, at the end, even where worker processes append to one
 file at once (a lock around a buffered write and flush cost three more system calls a verdict). The
 line is handed to the operating system at once; it is not fsynced (that guards against a machine
-crash, not a killed run, and cost 0.6 ms a verdict: `bench/overhead.py`)."""
+crash, not a killed run, and costs more than judging a small case: `bench/overhead.py`)."""
 
 from __future__ import annotations
 

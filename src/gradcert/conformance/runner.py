@@ -60,8 +60,8 @@ class Isolated:
 
     A worker that dies is blamed on the case it was running only if a fresh worker dies on that
     case too: native code can be left damaged by an earlier case and die at a later one (Paddle's
-    finding 18: its backward of a `while` program leaves state that a later program's backward
-    trips over), and a `crash` verdict names a case that replays as one."""
+    backward of a `while` program can leave state that a later program's backward trips over:
+    docs/paddle.md, finding 18), and a `crash` verdict names a case that replays as one."""
 
     def __init__(self, spec: str, timeout: float = 60.0) -> None:
         self.spec, self.timeout = spec, timeout

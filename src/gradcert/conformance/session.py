@@ -51,9 +51,8 @@ class Session:
         self.results = ResultsFile(results) if results is not None else None
         self.findings = Path(findings)
         # (test id, case id) -> (status, oracle, message): the verdicts this session gave, and those
-        # on record from an earlier run (resumed); the verdict alone, not its record (1.6 kB held a
-        # verdict given, 3.1 kB one resumed: ~3.5 GB in a worker's hour of fuzzing; now 0.3 kB:
-        # bench/memory.py)
+        # on record from an earlier run (resumed); the verdict alone, not its record, which is
+        # several times larger: a worker's hour of fuzzing holds millions (bench/memory.py)
         self._verdicts: dict[Held, Held] = {}  # (passes share a handful)
         self.done: dict[tuple[str, str], Held] = {}
         self.earlier: dict[tuple[str, str], Held] = {}

@@ -32,8 +32,8 @@ def main() -> None:
         out.flush()
         if first:
             # a framework is imported at its first case (`resolve` does not import it): its
-            # modules out of the collector's scans too (a full one walked Paddle's: 78 ms, ten
-            # times a certify run)
+            # modules out of the collector's scans too (a full scan walks all of Paddle's objects,
+            # and each case's programs would trigger one)
             gc.collect()
             gc.freeze()
             first = False

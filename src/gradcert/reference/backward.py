@@ -372,9 +372,9 @@ def grad(
     """
     cot = list(grad_outputs) if grad_outputs is not None else [None] * len(outputs)
     _check_cotangents(outputs, cot)
-    # The transform allocates many small, long-lived objects (ops, values, use lists), which made
-    # the cyclic collector rescan the growing program again and again: measured 1.5x slower per op
-    # at 12,800 ops than at 100 (bench/backward_scaling.py). Nothing it makes is garbage meanwhile.
+    # The transform allocates many small, long-lived objects (ops, values, use lists), which make
+    # the cyclic collector rescan the growing program again and again, so that the cost per op
+    # grows with the program (bench/backward_scaling.py). Nothing it makes is garbage meanwhile.
     with paused():
         return _grad(program, outputs, inputs, list(cot), no_grad)
 

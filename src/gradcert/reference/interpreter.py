@@ -33,7 +33,7 @@ def to_numpy(x: Any) -> np.ndarray:
     """A host NumPy copy of an array from any supported namespace."""
     if isinstance(x, np.ndarray):
         return x
-    if isinstance(x, np.generic):  # a NumPy scalar (a 0-d kernel's result): 1.5 us through DLPack
+    if isinstance(x, np.generic):  # a NumPy scalar (a 0-d kernel's result): DLPack costs more
         return np.asarray(x)
     if hasattr(x, "get"):  # CuPy
         return np.asarray(x.get())

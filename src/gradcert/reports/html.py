@@ -167,7 +167,7 @@ def write(paths: list[str | Path], out: str | Path, baseline: str | Path | None 
 def _write(paths: list[str | Path], p: Path, baseline: str | Path | None) -> None:
     from .writers import write_json, write_junit
 
-    # read once for all three (reading was half the time); what the report does not need of a case
+    # read once for all three (reading dominates a report's time); what the report does not need of a case
     # that passed is dropped as it is read (an hour's fuzzing is millions of cases)
     loaded = load(map(_slimmer(), read_records(paths)))
     comparison = compare(load(read_records([baseline])), loaded) if baseline else None
