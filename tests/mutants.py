@@ -3,12 +3,15 @@ implementation could have. The `quick` profile must catch every one (tests/test_
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
+import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -349,6 +352,39 @@ class NoLoops(ReferenceBackend):
     def run(self, case: Case) -> BackendResult:
         if any(op.name == "while" for op in case.program.walk()):
             raise AssertionError("asked for a loop although `while` is not among its capabilities")
+        return super().run(case)
+
+
+class KillsItsWorkerOnce(ReferenceBackend):
+    """A correct backend whose process is killed (SIGKILL) at the first case holding a `sin` (a
+    worker lost to the kernel's OOM killer, say): run in process by a Ray worker, it takes that
+    worker down once. The case's text goes to the file `GRADCERT_TEST_MARKER` names first. Not in
+    MUTANTS: no case of it is wrong."""
+
+    name = "kills-its-worker-once"
+
+    def run(self, case: Case) -> BackendResult:
+        marker = Path(os.environ["GRADCERT_TEST_MARKER"])
+        if "sin(" in case.to_text() and not marker.exists():
+            marker.write_text(case.to_text())
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().run(case)
+
+
+def kills(case: Case) -> bool:
+    """Whether `KillsEveryWorker` dies on `case`: about one case in thirty, the same every time."""
+    return hashlib.sha256(case.to_text().encode()).digest()[0] < 8
+
+
+class KillsEveryWorker(ReferenceBackend):
+    """A correct backend whose process is killed at every case `kills` picks: each such case kills
+    any worker that runs it, so it is a `crash`."""
+
+    name = "kills-every-worker"
+
+    def run(self, case: Case) -> BackendResult:
+        if kills(case):
+            os.kill(os.getpid(), signal.SIGKILL)
         return super().run(case)
 
 

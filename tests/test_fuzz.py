@@ -76,6 +76,10 @@ def test_fuzz_saves_shrunk_replayable_findings_and_keeps_them_across_nights(tmp_
     assert any((tmp_path / "db").rglob("*")), "the example database kept nothing"
     assert "0 new defect(s)" in again.stdout and again.returncode == 0, again.stdout
     assert set(index) <= set(json.loads((tmp_path / "findings" / "index.json").read_text()))
+    # and the night's first cases are the database's (the shrunk failures, not drawn again by seed)
+    night = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
+    night = night[max(i for i, r in enumerate(night) if r.get("run") == "start") :]
+    assert any(r.get("case_id") and "draw" not in r and r["status"] == "fail" for r in night)
 
 
 def test_interrupted_fuzz_keeps_its_results_and_resumes(tmp_path: Path) -> None:

@@ -265,6 +265,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     _areas(args.areas)
     if args.minutes <= 0:
         raise UsageError("--minutes must be positive")
+    if args.address and args.engine != "ray":
+        raise UsageError("--address needs --engine ray")
     return fuzz.run(args)
 
 
@@ -399,7 +401,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     fz.add_argument("--backend", default="reference")
     fz.add_argument("--minutes", type=float, default=10.0)
     fz.add_argument("--workers", default="1", type=_workers, help="worker processes: N >= 1 or auto")
-    fz.add_argument("--db", default="reports/fuzz-db", help="hypothesis example database folder")
+    fz.add_argument(
+        "--db", default="reports/fuzz-db", help="hypothesis example database: a folder or redis://HOST:PORT/N"
+    )
+    fz.add_argument("--engine", default="local", choices=("local", "ray"), help="local (pytest-xdist) or ray")
+    fz.add_argument("--address", default="", help="--engine ray: the cluster (HOST:PORT or auto; default a local one)")
+    fz.add_argument("--shrink-seconds", type=float, default=30.0, help="seconds each new defect's shrink may take")
     fz.add_argument("--results", default="", help="results file (default reports/BACKEND-fuzz.jsonl)")
     fz.add_argument("--findings", default="", help="folder of defects' cases (default: beside the results)")
     fz.add_argument("--areas", default="", help="comma-separated areas (default: all)")

@@ -103,6 +103,12 @@ def tests() -> dict[str, Callable[..., None]]:
     return out
 
 
+def spec(test_id: str) -> tuple[Area, Features, str]:
+    """The area, features and key (its seeds' and database entries' name) of a certification test."""
+    test: Any = tests()[test_id]
+    return test._gradcert_area, test._gradcert_features, test._gradcert_key
+
+
 def test_id(item: Any) -> str:
     """`test_<area>.py::<test>`: the same however pytest was pointed at the package."""
     return f"{item.module.__name__.rsplit('.', 1)[-1]}.py::{item.name}"
@@ -121,6 +127,7 @@ def certify_test(area: str, features: Features) -> Callable[..., None]:
 
     test._gradcert_area = spec  # type: ignore[attr-defined]
     test._gradcert_features = features  # type: ignore[attr-defined]
+    test._gradcert_key = key  # type: ignore[attr-defined]
     return test
 
 

@@ -26,8 +26,14 @@ TESTS_PER_AREA = 2
 
 
 def run(args: Any) -> int:
-    from ..reports.summary import load
+    if args.engine == "ray":
+        from . import cluster
 
+        return cluster.run(args)
+    if args.db.startswith(("redis://", "rediss://")):
+        from .search import database
+
+        database(args.db)  # (unreachable: now, in one line)
     areas = [a.strip() for a in args.areas.split(",") if a.strip()] if args.areas else list(AREAS)
     results = Path(args.results or f"reports/{args.backend_name}-fuzz.jsonl")
     findings = Path(args.findings or results.parent / "findings")
@@ -48,8 +54,10 @@ def run(args: Any) -> int:
         args.db,
         "--gradcert-budget",
         f"{budget:.1f}",
+        "--gradcert-shrink-seconds",
+        str(args.shrink_seconds),
     ]
-    index = _index(findings)
+    index = findings_index(findings)
     with runs.exclusive(results):
         offset = sum(1 for _ in read_records([results]))
         runs.record_run(results, {"run": "start", "backend": args.backend_name, "profile": "nightly", "planned": None})
@@ -60,6 +68,24 @@ def run(args: Any) -> int:
         why = runs.signal_name(signum) if signum else (None if complete else f"pytest exited with status {code}")
         end = {"run": "end", "complete": complete, "planned": None, "judged": progress.follow.n, "signal": why}
         runs.record_run(results, {**end, "exit": code})
+    return finish(args, results, findings, index, known, offset, progress.follow.n, signum, "")
+
+
+def finish(
+    args: Any,
+    results: Path,
+    findings: Path,
+    index: dict[str, str],
+    known: dict[str, Any],
+    offset: int,
+    judged: int,
+    signum: int | None,
+    where: str,
+) -> int:
+    """The end of a night (its records from `offset` on): the summary, earlier nights' index of
+    findings updated with the new defects, the report; the exit status."""
+    from ..reports.summary import load
+
     night = load(itertools.islice(read_records([results]), offset, None))
     found = runs.print_summary(night, known)
     new = [d for d in found if d.new and d.signature not in index]
@@ -69,20 +95,23 @@ def run(args: Any) -> int:
     if new:
         findings.mkdir(parents=True, exist_ok=True)
         (findings / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
+    workers = {r["worker"] for r in night.cases if r.get("worker")}
+    by = f" from {len(workers)} worker process(es)" if workers else ""
     print(
-        f"\nfuzz {args.backend}: {progress.follow.n} cases; {len(new)} new defect(s); results: {results}; "
-        f"findings: {findings}"
+        f"\nfuzz {args.backend}{' ' + where if where else ''}: {judged} cases{by}; {len(new)} new defect(s); "
+        f"results: {results}; findings: {findings}"
     )
     if args.report:
         from ..reports.html import write
 
         print(f"report: {write([results], args.report)}")
-    if not complete:
-        print(f"INCOMPLETE ({why}): run the same command again to resume")
+    if night.incomplete:
+        print(f"INCOMPLETE ({(night.ending or {}).get('signal')}): run the same command again to resume")
         return runs.exit_for(signum)
     return runs.EXIT_FAIL if new else runs.EXIT_OK
 
 
-def _index(findings: Path) -> dict[str, str]:
+def findings_index(findings: Path) -> dict[str, str]:
+    """Earlier nights' defects: signature -> minimal case file."""
     p = findings / "index.json"
     return json.loads(p.read_text()) if p.exists() else {}

@@ -5,7 +5,6 @@ case by the session (`defects.py`): a test whose failures are all known passes, 
 from __future__ import annotations
 
 import gc
-import time
 from typing import Any
 
 import pytest
@@ -159,20 +158,7 @@ def _record_unsupported(config: pytest.Config, backend: Any, area: str, test: st
     path = config.getoption(RESULTS)
     if not path:
         return
-    from .results import ResultsFile
+    from .results import ResultsFile, unsupported_record
 
-    ResultsFile(path).append(
-        {
-            "test_id": test,
-            "case_id": "",
-            "area": area,
-            "backend": backend.name,
-            "backend_version": backend.version,
-            "profile": config.getoption(PROFILE),
-            "seed": config.getoption(SEED),
-            "time": time.time(),
-            "status": "unsupported",
-            "oracle": "capabilities",
-            "message": why,
-        }
-    )
+    rec = unsupported_record(backend, area, test, why, config.getoption(PROFILE), config.getoption(SEED))
+    ResultsFile(path).append(rec)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,24 @@ class ResultsFile:
                         r.get("kind", ""),
                     ),
                 )
+
+
+def unsupported_record(backend: Any, area: str, test: str, why: str, profile: str, seed: int) -> dict[str, Any]:
+    """One `unsupported` verdict for a whole test whose area needs a capability `backend` lacks:
+    on record, so that a report shows the area as not tested rather than leaving it out."""
+    return {
+        "test_id": test,
+        "case_id": "",
+        "area": area,
+        "backend": backend.name,
+        "backend_version": backend.version,
+        "profile": profile,
+        "seed": seed,
+        "time": time.time(),
+        "status": "unsupported",
+        "oracle": "capabilities",
+        "message": why,
+    }
 
 
 def read_records(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:

@@ -79,9 +79,7 @@ class Search:
         found: dict[str, Found] = {}
         store = None
         if self.db:
-            from hypothesis.database import DirectoryBasedExampleDatabase
-
-            store = DirectoryBasedExampleDatabase(self.db)
+            store = database(self.db)
             self._replay(session, test_id, area, key, strategy(), store, found)
         base = int.from_bytes(hashlib.sha256(key.encode()).digest()[:6] if self.derandomize else os.urandom(6))
         for k in range(self.examples):
@@ -122,12 +120,15 @@ class Search:
         """Every case the persistent database holds for this test, judged and grouped first."""
         from hypothesis import Phase, given
 
-        @self._settings(key, _handed(None, store), [Phase.reuse])
+        # (the replay itself never fails, so hypothesis would delete every entry it replays: they
+        # stay, until a shrink replaces one with a smaller case)
+        @self._settings(key, _handed(None, store, keep=True), [Phase.reuse])
         @given(case=strategy)
         def replay(case: Any) -> None:
+            case.area = area.name  # (a case made here: set, not copied)
             _group(found, area, session.check(test_id, area, case), case, None)
 
-        replay.hypothesis.inner_test._hypothesis_internal_add_digest = key.encode()  # type: ignore[attr-defined]
+        _keyed(replay, key)
         try:
             replay()
         except unittest.SkipTest:
@@ -155,7 +156,7 @@ class Search:
                     best.append((replace(case, area=area.name), v))
                 raise CaseFailed(sig)
 
-        replay.hypothesis.inner_test._hypothesis_internal_add_digest = key.encode()  # type: ignore[attr-defined]
+        _keyed(replay, key)
         try:
             replay()
         except Exception:  # the smallest failure, or hypothesis's complaint that a step past the deadline passed
@@ -164,6 +165,31 @@ class Search:
             return f.case, f.verdict, False
         case, v = best[-1]
         return case, v, True
+
+
+class DatabaseError(ValueError):
+    """An example database that cannot be opened or reached (one line naming it)."""
+
+
+def database(spec: str) -> Any:
+    """Hypothesis's example database named by `spec`: a folder, or `redis://HOST:PORT/N` (its Redis
+    database, shared by every worker and every night). A Redis server that does not answer is a
+    DatabaseError at once, not a failure in the middle of a night."""
+    if not spec.startswith(("redis://", "rediss://")):
+        from hypothesis.database import DirectoryBasedExampleDatabase
+
+        return DirectoryBasedExampleDatabase(spec)
+    try:
+        import redis
+        from hypothesis.extra.redis import RedisExampleDatabase
+    except ImportError:
+        raise DatabaseError(f"{spec}: a Redis example database needs redis: pip install 'gradcert[cluster]'") from None
+    try:
+        client = redis.Redis.from_url(spec, socket_connect_timeout=5, socket_timeout=30)
+        client.ping()
+    except (redis.RedisError, ValueError) as e:
+        raise DatabaseError(f"cannot reach the example database {spec}: {e}") from None
+    return RedisExampleDatabase(client)
 
 
 def _group(found: dict[str, Found], area: Area, v: Verdict, case: Case | None, choices: list[int] | None) -> None:
@@ -238,15 +264,23 @@ def recorded_text(record: dict[str, Any], capabilities: frozenset[str] | None = 
     return redraw(record["test_id"], record["draw"], capabilities).to_text()
 
 
+def _keyed(test: Any, key: str) -> None:
+    """Name the database entries of hypothesis test `test` (a replay or a shrink of one
+    certification test) by the certification test's `key`: hypothesis would name them by a digest
+    of the function's source, which differs between the replaying and the shrinking function, so
+    that what one night's shrink saved the next night's replay never fetched."""
+    test._hypothesis_internal_database_key = b"gradcert/" + key.encode()
+
+
 def _to_bytes(choices: list[int]) -> bytes:
     from hypothesis.database import choices_to_bytes
 
     return choices_to_bytes(choices)
 
 
-def _handed(found: bytes | None, store: Any) -> Any:
-    """The example database that hands `found` over (see `_handed_type`)."""
-    return _handed_type()(found, store)
+def _handed(found: bytes | None, store: Any, keep: bool = False) -> Any:
+    """The example database that hands `found` over (see `_handed_type`); `keep`: deletes nothing."""
+    return _handed_type()(found, store, keep)
 
 
 @functools.cache
@@ -258,9 +292,9 @@ def _handed_type() -> type:
         hypothesis replays secondary examples when it has too few primary ones and shrinks what fails
         (a primary example that fails as stored counts as shrunk already)."""
 
-        def __init__(self, found: bytes | None, store: ExampleDatabase | None) -> None:
+        def __init__(self, found: bytes | None, store: ExampleDatabase | None, keep: bool) -> None:
             super().__init__()
-            self.found, self.store = found, store
+            self.found, self.store, self.keep = found, store, keep
 
         def fetch(self, key: bytes) -> Iterable[bytes]:
             if self.found is not None and key.endswith(b".secondary"):
@@ -273,7 +307,7 @@ def _handed_type() -> type:
                 self.store.save(key, value)
 
         def delete(self, key: bytes, value: bytes) -> None:
-            if self.store is not None:
+            if self.store is not None and not self.keep:
                 self.store.delete(key, value)
 
     return Handed

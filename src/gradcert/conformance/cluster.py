@@ -1,0 +1,481 @@
+"""`gradcert fuzz --engine ray`: a night of fuzzing cut into shards that run as Ray tasks.
+
+A shard is one certification test drawing seeded cases for a slice of time, from seeds of its
+own (the night's seed, the test and the shard's number). The night's plan (its seed, how many
+rounds of shards, each shard's slice) is fixed when it starts and written to the results file, so
+that a driver killed and started again with the same results file runs only the shards not yet
+finished.
+
+Workers judge; the driver alone writes. Each shard is a streaming task that yields every case's
+verdict record as it is judged (stamped with the worker's host and pid); the driver appends it
+to the results file unless that case is on record already (a retried shard draws the same seeds),
+and marks the shard done once its last verdict is written. Findings from every worker are grouped
+by signature (`defects.py`) at the driver, so that one defect met on many workers is one defect,
+and each new one is shrunk once, by a Ray task, at the end of the night.
+
+A shard whose worker dies is run again from the first case whose verdict did not arrive, that
+case alone first, in another worker: the case is recorded as a `crash` only if it kills that
+worker too, and the shard goes on after it either way. (Inside a worker, a backend other than the
+reference runs in a process of its own as in every run, so a backend's own crash is a verdict
+there already; what kills a Ray worker is the worker itself dying: the reference in process, an
+out-of-memory kill, a node lost.)
+
+Without `--address`, `ray.init` starts a local cluster of `--workers` CPUs (what the tests use).
+With one, every node needs gradcert (and the backend's framework) installed, and the results file,
+findings and report are the driver's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from . import runs
+from .api import FAILING
+from .defects import known_defects, signature
+from .fuzz import findings_index, finish
+from .results import ResultsFile, read_records, unsupported_record
+
+SLICE = 20.0  # the longest a shard draws for: what a dead worker or a killed driver costs again
+
+
+class ClusterError(ValueError):
+    """A cluster that cannot be used (Ray missing, an address that does not answer): one line."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a worker needs to judge a shard (sent with every task: small, picklable, hashable)."""
+
+    backend: str
+    isolate: bool | None
+    timeout: float
+    db: str | None
+    shrink_seconds: float = 30.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A night: its seed, the tests it fuzzes, rounds of one shard per test, each `slice` seconds."""
+
+    seed: int
+    tests: tuple[str, ...]
+    rounds: int
+    slice: float
+
+    def shards(self) -> list[tuple[str, int]]:
+        """(test id, round) of every shard, round by round (every test gets its first shard, the
+        one that replays the example database, before any gets a second)."""
+        return [(t, r) for r in range(self.rounds) for t in self.tests]
+
+    def base(self, test_id: str, r: int) -> int:
+        return int.from_bytes(hashlib.sha256(f"{self.seed}/{test_id}/{r}".encode()).digest()[:6])
+
+
+def shard_name(test_id: str, r: int) -> str:
+    return f"{test_id}#{r}"
+
+
+# --- the worker side -----------------------------------------------------------------------------
+
+
+class _Sink:
+    """A session's results file in a worker: the records of the case just judged, for the driver."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def append(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
+
+    def close(self) -> None:
+        pass
+
+    def take(self) -> list[dict[str, Any]]:
+        out, self.records = self.records, []
+        return out
+
+
+_STATE: dict[Options, tuple[Any, Any, _Sink]] = {}
+
+
+def _state(opts: Options) -> tuple[Any, Any, _Sink]:
+    """The session (its backend, its isolated runner) and search of this worker process: made at
+    its first shard, kept for every later one."""
+    if opts not in _STATE:
+        from . import areas
+        from .search import Search
+        from .session import Session
+
+        findings = tempfile.mkdtemp(prefix="gradcert-worker-")  # (the driver saves each defect's case)
+        session = Session(opts.backend, None, findings, "nightly", opts.isolate, opts.timeout)
+        sink = _Sink()
+        session.results = sink  # type: ignore[assignment]
+        areas.CAPABILITIES = frozenset(session.capabilities)
+        search = Search(examples=0, derandomize=False, db=opts.db, shrink_seconds=opts.shrink_seconds)
+        _STATE[opts] = (session, search, sink)
+    return _STATE[opts]
+
+
+def _test(session: Any, test_id: str) -> tuple[Any, Any, str, Any]:
+    """The area, narrowed features, key and strategy maker of a certification test."""
+    from functools import partial
+
+    from .areas import _draw, spec
+
+    area, features, key = spec(test_id)
+    return area, features.narrow(session.capabilities), key, partial(_draw, features, area.order)
+
+
+def judge_shard(
+    opts: Options, test_id: str, base: int, start: int, seconds: float, replay: bool, one: bool
+) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+    """Judge test `test_id`'s seeded cases from number `start` on for `seconds` (`one`: only case
+    `start`), the example database's cases for the test first where `replay`: yields (case number,
+    its verdict records), -1 for the database's."""
+    from .search import database, draw_and_check
+
+    session, search, sink = _state(opts)
+    area, features, key, strategy = _test(session, test_id)
+    worker = {"worker": f"{socket.gethostname()}:{os.getpid()}"}
+    if replay and opts.db:
+        search._replay(session, test_id, area, key, strategy(), database(opts.db), {})
+        yield -1, [{**r, **worker} for r in sink.take()]
+    t0 = time.monotonic()
+    k = start
+    while k == start or (not one and time.monotonic() - t0 < seconds):
+        draw_and_check(session, test_id, area, features, k, (base << 24) + k)
+        yield k, [{**r, **worker} for r in sink.take()]
+        k += 1
+
+
+def shrink_defect(opts: Options, record: dict[str, Any], count: int) -> dict[str, Any]:
+    """The defect record of the failure `record` (a verdict record): its case shrunk once, as a
+    certify run shrinks it, where the search drew it (a database's case is kept as it is)."""
+    from ..generators.case import parse_case
+    from ..generators.choices import Seeded, Simplest
+    from .defects import signature
+    from .search import _UNSHRUNK, Found, database, draw
+
+    session, search, sink = _state(opts)
+    area, features, key, strategy = _test(session, record["test_id"])
+    sig = record["signature"]
+    drawn = record.get("draw")
+    if drawn:
+        chooser = Simplest() if drawn == "simplest" else Seeded(int(drawn[5:], 16))
+        case, choices = draw(chooser, features, area.order, area.name), chooser.choices
+    else:
+        case, choices = parse_case(record["case"]), None
+        case.area = area.name
+    # (a crash or hang is not judged again here: it would kill or hold this worker)
+    v = session.verdict(area, case) if record["status"] not in _UNSHRUNK else None
+    shrunk = False
+    if v is not None and v.status in FAILING and v.kind and signature(area.name, v.oracle, v.kind) == sig:
+        if choices is not None and v.status not in _UNSHRUNK:
+            store = database(opts.db) if opts.db else None
+            case, v, shrunk = search._shrink(session, area, key, strategy(), Found(v, case, choices, count), sig, store)
+    else:  # (it did not fail so again: the night's own verdict and case stand)
+        from .api import Verdict
+
+        v = Verdict(**{f: record[f] for f in ("status", "oracle", "message", "kind") if f in record})
+    session.defect(record["test_id"], area, sig, case, v, count, shrunk)
+    (rec,) = sink.take()
+    return rec
+
+
+# --- the driver ----------------------------------------------------------------------------------
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ClusterError("--engine ray needs Ray: pip install 'gradcert[cluster]'") from None
+    return ray
+
+
+def connect(ray: Any, address: str, workers: int) -> None:
+    """Join the cluster at `address` ("auto": the one this machine belongs to) or, without one,
+    start a local cluster of `workers` CPUs. An address that does not answer is a ClusterError."""
+    quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
+    if not address:  # ("local": a cluster of its own, never one a `ray start` left running)
+        ray.init(address="local", num_cpus=workers, **quiet)
+        return
+    if address != "auto":
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=5).close()
+        except (OSError, ValueError) as e:
+            raise ClusterError(f"cannot reach the Ray cluster at {address}: {e}") from None
+    try:
+        ray.init(address=address, **quiet)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ClusterError(f"cannot join the Ray cluster at {address}: {said}") from None
+
+
+@dataclass
+class Night:
+    """What the results file holds of the night being run: its plan, where its records start, the
+    shards finished and the cases on record."""
+
+    plan: Plan | None = None
+    offset: int = 0
+    done: set[str] | None = None
+    seen: set[tuple[str, str]] | None = None
+
+
+def resume(results: Path) -> Night:
+    """The unfinished night on record in `results` (a Ray night whose end record is missing or
+    says incomplete), or an empty Night where there is none."""
+    night = Night()
+    for n, r in enumerate(read_records([results])):
+        if r.get("run") == "start":
+            plan = r.get("plan")
+            night = Night(None if plan is None else Plan(**{**plan, "tests": tuple(plan["tests"])}), n, set(), set())
+        elif night.plan is None:
+            continue
+        elif r.get("run") == "end" and r.get("complete"):
+            night = Night()
+        elif "shard_done" in r:
+            assert night.done is not None
+            night.done.add(r["shard_done"])
+        elif r.get("case_id"):
+            assert night.seen is not None
+            night.seen.add((r["test_id"], r.get("draw") or r["case_id"]))
+    return night
+
+
+@dataclass
+class _Shard:
+    """A shard in flight: the case it is expected to judge next, the case it judges alone (one that
+    killed a worker), when it began."""
+
+    test_id: str
+    r: int
+    began: float
+    next: int = 0
+    suspect: int | None = None
+
+    @property
+    def name(self) -> str:
+        return shard_name(self.test_id, self.r)
+
+
+class Writer:
+    """The driver's half of every verdict: written once (a retried shard's cases judged before its
+    worker died, or a case of an earlier run of the night, are on record already), and failures
+    grouped by signature across every worker."""
+
+    def __init__(self, results: Path, seen: set[tuple[str, str]]) -> None:
+        self.out = ResultsFile(results)
+        self.seen = seen
+        self.failures: dict[str, list[Any]] = {}  # signature -> [first failing record, count]
+
+    def write(self, records: list[dict[str, Any]]) -> None:
+        for r in records:
+            key = (r["test_id"], r.get("draw") or r["case_id"])
+            if key in self.seen:
+                continue
+            self.seen.add(key)
+            self.out.append(r)
+            if r.get("signature") and r["status"] in FAILING:
+                self.failures.setdefault(r["signature"], [r, 0])[1] += 1
+
+
+class Driver(Writer):
+    """Runs a plan's shards on the cluster, `workers` at a time, writing what comes back."""
+
+    def __init__(self, ray: Any, opts: Options, plan: Plan, night: Night, results: Path, workers: int) -> None:
+        super().__init__(results, night.seen or set())
+        self.ray, self.opts, self.plan, self.workers = ray, opts, plan, workers
+        self.done = night.done or set()
+        shard = ray.remote(num_returns="streaming", max_retries=0)(judge_shard)
+        self._shard = shard.options(num_cpus=1)
+
+    def submit(self, shard: _Shard, start: int, one: bool = False) -> Any:
+        """Run `shard` from case `start` on (`one`: that case alone) for what is left of its slice
+        (a shard continued after a dead worker does not start its slice again)."""
+        shard.next, shard.suspect = start, start if one else None
+        left = self.plan.slice - (time.monotonic() - shard.began)
+        replay = shard.r == 0 and start == 0 and not one
+        base = self.plan.base(shard.test_id, shard.r)
+        return self._shard.remote(self.opts, shard.test_id, base, start, left, replay, one)
+
+    def run(self, progress: runs.Progress) -> None:
+        """Every shard not yet done, `workers` in flight; a shard whose worker died is continued as
+        the module docstring says."""
+        pending = iter([s for s in self.plan.shards() if shard_name(*s) not in self.done])
+        flight: dict[Any, _Shard] = {}  # a streaming task -> the shard it runs
+
+        def start_next() -> None:
+            for test_id, r in itertools.islice(pending, 1):
+                shard = _Shard(test_id, r, time.monotonic())
+                flight[self.submit(shard, 0 if r == 0 else 1)] = shard  # (case 0, the simplest: once a test)
+
+        for _ in range(self.workers):
+            start_next()
+        while flight:
+            ready, _ = self.ray.wait(list(flight), num_returns=1, timeout=0.5, fetch_local=False)
+            progress.tick()
+            for gen in ready:
+                shard = flight[gen]
+                try:
+                    k, records = self.ray.get(next(gen))
+                except StopIteration:  # the task is over
+                    del flight[gen]
+                    if shard.suspect is not None:  # a suspect case judged alone: the shard goes on after it
+                        flight[self.submit(shard, shard.next)] = shard
+                        continue
+                    self.out.append({"shard_done": shard.name, "time": time.time(), "next": shard.next})
+                    self.done.add(shard.name)
+                    start_next()
+                    continue
+                except self.ray.exceptions.RayTaskError as e:  # gradcert's own code raised there: stop, resumable
+                    said = str(e.cause if hasattr(e, "cause") else e).strip().splitlines()
+                    raise ClusterError(f"shard {shard.name} raised: {said[0] if said else e}") from None
+                except self.ray.exceptions.RayError as e:  # its worker died (the error is its last item)
+                    del flight[gen]
+                    if shard.suspect is not None:  # the case killed a second worker: a crash
+                        self.write([self.crash(shard.test_id, shard.r, shard.suspect, e)])
+                        flight[self.submit(shard, shard.suspect + 1)] = shard
+                    else:  # that case alone, in another worker
+                        flight[self.submit(shard, shard.next, one=True)] = shard
+                    continue
+                self.write(records)
+                if k >= 0:
+                    shard.next = k + 1
+
+    def crash(self, test_id: str, r: int, k: int, e: Exception) -> dict[str, Any]:
+        """The record of case `k` of shard (test_id, r), which killed two workers."""
+        from .areas import spec
+        from .search import redraw
+
+        base = self.plan.base(test_id, r)
+        drawn = "simplest" if k == 0 else f"seed:{(base << 24) + k:x}"
+        case = redraw(test_id, drawn, _capabilities(self.opts.backend))
+        said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        area = spec(test_id)[0].name
+        return {
+            "test_id": test_id,
+            "area": area,
+            "backend": _name(self.opts.backend),
+            "profile": "nightly",
+            "time": time.time(),
+            "status": "crash",
+            "oracle": "backend",
+            "message": f"the case killed two Ray workers: {said}",
+            "kind": "crash",
+            "signature": signature(area, "backend", "crash"),
+            "draw": drawn,
+            "case_id": case.id,
+            "case": case.to_text(),
+            "replay": f"gradcert replay '{test_id}[{drawn}]' --backend {self.opts.backend}",
+            "worker": "",
+        }
+
+    def shrink(self, new: list[str], findings: Path) -> None:
+        """One Ray task per new defect: its case shrunk, its record written, its case saved here."""
+        task = self.ray.remote(max_retries=1)(shrink_defect).options(num_cpus=1)
+        refs = {task.remote(self.opts, *self.failures[sig]): sig for sig in new}
+        for ref in refs:
+            try:
+                rec = self.ray.get(ref)
+            except self.ray.exceptions.RayError as e:
+                first = self.failures[refs[ref]][0]
+                print(f"gradcert: shrinking {refs[ref]} failed ({type(e).__name__}); kept as found", file=sys.stderr)
+                rec = {**first, "defect": refs[ref], "cases": self.failures[refs[ref]][1], "shrunk": False}
+            path = findings / rec["backend"] / Path(rec.get("case_file") or f"{rec['case_id']}.case").name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(rec["case"])
+            rec["case_file"] = str(path.resolve())
+            rec["replay"] = f"gradcert replay {path.resolve()} --backend {self.opts.backend}"
+            self.out.append(rec)
+
+
+def _name(spec: str) -> str:
+    from .backends import backend_name
+
+    return backend_name(spec)
+
+
+def _capabilities(spec: str) -> frozenset[str]:
+    from .backends import resolve
+
+    return frozenset(resolve(spec).capabilities)
+
+
+def run(args: Any) -> int:
+    """`gradcert fuzz --engine ray`: `args` as the CLI parses them."""
+    from .areas import AREAS, spec, tests
+    from .backends import resolve
+    from .search import database
+
+    ray = _ray()
+    areas = [a.strip() for a in args.areas.split(",") if a.strip()] if args.areas else list(AREAS)
+    results = Path(args.results or f"reports/{args.backend_name}-fuzz.jsonl")
+    findings = Path(args.findings or results.parent / "findings")
+    runs.check_outputs(results, Path(args.report or results.with_suffix(".html")), findings)
+    known = {args.backend_name: known_defects(args.backend_name)}  # (a bad file: now, in one line)
+    db = args.db if args.db.startswith(("redis://", "rediss://")) else str(Path(args.db).resolve())
+    database(db)  # (unreachable: now, in one line)
+    backend = resolve(args.backend)
+    workers = (os.cpu_count() or 1) if args.workers == "auto" else int(args.workers)
+    isolate = {"auto": None, "yes": True, "no": False}[args.isolate]
+    opts = Options(args.backend, isolate, args.timeout, db, args.shrink_seconds)
+    runnable: list[tuple[str, Any]] = []
+    lacking: list[tuple[str, Any]] = []
+    for test_id in tests():
+        area = spec(test_id)[0]
+        if area.name in areas:
+            (runnable if area.needs <= backend.capabilities else lacking).append((test_id, area))
+    index = findings_index(findings)
+    with runs.exclusive(results):
+        connect(ray, args.address, workers)  # (unreachable: one line, before anything is written)
+        night = resume(results)
+        if night.plan is None:
+            total = args.minutes * 60 * workers
+            slice_s = min(SLICE, max(1.0, total / max(1, len(runnable))))
+            rounds = max(1, round(total / (slice_s * max(1, len(runnable)))))
+            plan = Plan(int.from_bytes(os.urandom(6)), tuple(t for t, _ in runnable), rounds, slice_s)
+            night = Night(plan, sum(1 for _ in read_records([results])), set(), set())
+            start = {"backend": args.backend_name, "profile": "nightly", "planned": None, "engine": "ray"}
+            runs.record_run(results, {"run": "start", **start, "plan": asdict(plan)})
+            f = ResultsFile(results)
+            for test_id, area in lacking:
+                lacks = f"{backend.name} lacks {', '.join(sorted(area.needs - backend.capabilities))}"
+                f.append(unsupported_record(backend, area.name, test_id, lacks, "nightly", 0))
+            f.close()
+        else:
+            assert night.done is not None
+            plan = night.plan
+            print(f"resuming the night on record: {len(night.done)} of {len(plan.shards())} shards done")
+        driver = Driver(ray, opts, plan, night, results, workers)
+        progress = runs.Progress(runs.Follow(results), None, budget=args.minutes * 60)
+        signum = None
+        try:
+            with runs.signals_raise():
+                driver.run(progress)
+                progress.end()
+                known_here = known[args.backend_name]
+                new = [s for s in driver.failures if s not in known_here and s not in index]
+                driver.shrink(new, findings)
+        except runs.Interrupted as e:
+            signum = e.signum
+            progress.end()
+        finally:
+            driver.out.close()
+            ray.shutdown()
+        why = runs.signal_name(signum) if signum else None
+        end = {"run": "end", "complete": signum is None, "planned": None, "judged": progress.follow.n, "signal": why}
+        runs.record_run(results, {**end, "exit": runs.exit_for(signum) if signum else 0})
+    return finish(args, results, findings, index, known, night.offset, progress.follow.n, signum, "on Ray")
