@@ -6,15 +6,16 @@ rounds of shards, each shard's slice) is fixed when it starts and written to the
 that a driver killed and started again with the same results file runs only the shards not yet
 finished.
 
-Workers judge; the driver alone writes. Each shard is a streaming task that yields every case's
-verdict record as it is judged (stamped with the worker's host and pid); the driver appends it
-to the results file unless that case is on record already (a retried shard draws the same seeds),
+Workers judge; the driver alone writes. Each shard is a streaming task that yields its cases'
+verdict records as they are judged, in batches (stamped with the worker's host and pid); the driver
+appends each to the results file unless that case is on record already (a retried shard draws the same seeds),
 and marks the shard done once its last verdict is written. Findings from every worker are grouped
 by signature (`defects.py`) at the driver, so that one defect met on many workers is one defect,
 and each new one is shrunk once, by a Ray task, at the end of the night.
 
 A shard whose worker dies is run again from the first case whose verdict did not arrive, that
-case alone first, in another worker: the case is recorded as a `crash` only if it kills that
+case alone first, in another worker, then on for at least as long as the verdicts lost with the
+worker took, sending each verdict as it is judged: the case is recorded as a `crash` only if it kills that
 worker too, and the shard goes on after it either way. (Inside a worker, a backend other than the
 reference runs in a process of its own as in every run, so a backend's own crash is a verdict
 there already; what kills a Ray worker is the worker itself dying: the reference in process, an
@@ -46,6 +47,9 @@ from .fuzz import findings_index, finish
 from .results import ResultsFile, read_records, unsupported_record
 
 SLICE = 20.0  # the longest a shard draws for: what a dead worker or a killed driver costs again
+# a shard's verdicts go to the driver in batches of this many seconds' worth: one object each to
+# move through Ray and to fetch, not one a verdict (what a dead worker loses of them is judged again)
+BATCH = 0.5
 
 
 class ClusterError(ValueError):
@@ -137,11 +141,11 @@ def _test(session: Any, test_id: str) -> tuple[Any, Any, str, Any]:
 
 
 def judge_shard(
-    opts: Options, test_id: str, base: int, start: int, seconds: float, replay: bool, one: bool
+    opts: Options, test_id: str, base: int, start: int, seconds: float, replay: bool, one: bool, batch: float = BATCH
 ) -> Iterator[tuple[int, list[dict[str, Any]]]]:
     """Judge test `test_id`'s seeded cases from number `start` on for `seconds` (`one`: only case
-    `start`), the example database's cases for the test first where `replay`: yields (case number,
-    its verdict records), -1 for the database's."""
+    `start`), the example database's cases for the test first where `replay`. Yields the verdict
+    records in batches: (the number of the batch's last case, its records), -1 for the database's."""
     from .search import database, draw_and_check
 
     session, search, sink = _state(opts)
@@ -150,12 +154,16 @@ def judge_shard(
     if replay and opts.db:
         search._replay(session, test_id, area, key, strategy(), database(opts.db), {})
         yield -1, [{**r, **worker} for r in sink.take()]
-    t0 = time.monotonic()
+    t0 = sent = time.monotonic()
     k = start
     while k == start or (not one and time.monotonic() - t0 < seconds):
         draw_and_check(session, test_id, area, features, k, (base << 24) + k)
-        yield k, [{**r, **worker} for r in sink.take()]
+        if time.monotonic() - sent >= batch:
+            yield k, [{**r, **worker} for r in sink.take()]
+            sent = time.monotonic()
         k += 1
+    if sink.records:
+        yield k - 1, [{**r, **worker} for r in sink.take()]
 
 
 def shrink_defect(opts: Options, record: dict[str, Any], count: int) -> dict[str, Any]:
@@ -265,6 +273,8 @@ class _Shard:
     began: float
     next: int = 0
     suspect: int | None = None
+    heard: float = 0.0  # when its last batch arrived
+    owed: float = 0.0  # after a dead worker: the seconds of judging whose verdicts died with it
 
     @property
     def name(self) -> str:
@@ -306,10 +316,12 @@ class Driver(Writer):
         """Run `shard` from case `start` on (`one`: that case alone) for what is left of its slice
         (a shard continued after a dead worker does not start its slice again)."""
         shard.next, shard.suspect = start, start if one else None
-        left = self.plan.slice - (time.monotonic() - shard.began)
+        left = max(self.plan.slice - (time.monotonic() - shard.began), shard.owed)
+        shard.heard = time.monotonic()
         replay = shard.r == 0 and start == 0 and not one
         base = self.plan.base(shard.test_id, shard.r)
-        return self._shard.remote(self.opts, shard.test_id, base, start, left, replay, one)
+        batch = 0.0 if shard.owed else BATCH  # (after a dead worker: every verdict sent as judged)
+        return self._shard.remote(self.opts, shard.test_id, base, start, left, replay, one, batch)
 
     def run(self, progress: runs.Progress) -> None:
         """Every shard not yet done, `workers` in flight; a shard whose worker died is continued as
@@ -345,6 +357,9 @@ class Driver(Writer):
                     raise ClusterError(f"shard {shard.name} raised: {said[0] if said else e}") from None
                 except self.ray.exceptions.RayError as e:  # its worker died (the error is its last item)
                     del flight[gen]
+                    # what it judged since its last batch died with it: the shard goes on at least
+                    # that long again (the case that killed it among them), verdict by verdict
+                    shard.owed = max(shard.owed, 2 * (time.monotonic() - shard.heard) + 2 * BATCH)
                     if shard.suspect is not None:  # the case killed a second worker: a crash
                         self.write([self.crash(shard.test_id, shard.r, shard.suspect, e)])
                         flight[self.submit(shard, shard.suspect + 1)] = shard
@@ -354,6 +369,7 @@ class Driver(Writer):
                 self.write(records)
                 if k >= 0:
                     shard.next = k + 1
+                shard.heard = time.monotonic()
 
     def crash(self, test_id: str, r: int, k: int, e: Exception) -> dict[str, Any]:
         """The record of case `k` of shard (test_id, r), which killed two workers."""
