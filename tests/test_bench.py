@@ -24,6 +24,11 @@ BENCHES = {
             for way in ("certify", "in process")
         ],
     ),
+    "cluster.py": (
+        ["--minutes", "0.05", "--areas", "elementwise", "--shards", "3"],
+        [f"ray/local, {w}: {NUMBER}" for w in ("1 worker", "2 workers")]
+        + [f"per-shard overhead: {NUMBER} ms", f"driver ingest ceiling: {NUMBER}"],
+    ),
     "scaling.py": (
         ["--backends", "reference", "--profile", "quick", "--areas", "elementwise", "--repeat", "1", "--ceiling", "40"],
         [

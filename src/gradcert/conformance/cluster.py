@@ -274,7 +274,17 @@ class _Shard:
     next: int = 0
     suspect: int | None = None
     heard: float = 0.0  # when its last batch arrived
-    owed: float = 0.0  # after a dead worker: the seconds of judging whose verdicts died with it
+    submitted: float = 0.0  # when its task in flight was submitted
+    started: bool = False  # whether that task has sent a verdict
+    # after a dead worker: until when (monotonic) it goes on, to judge again what died with it
+    owed: float = 0.0
+
+    def restarted(self, now: float) -> None:
+        """Push the deadline `owed` on by the time a replacement worker took to start judging (its
+        task dead before its first verdict, or that verdict now in): the deadline is the judging owed,
+        and a backend that kills every worker often would otherwise keep the shard going forever."""
+        if self.owed and not self.started and self.suspect is None:
+            self.owed += now - self.submitted
 
     @property
     def name(self) -> str:
@@ -316,8 +326,9 @@ class Driver(Writer):
         """Run `shard` from case `start` on (`one`: that case alone) for what is left of its slice
         (a shard continued after a dead worker does not start its slice again)."""
         shard.next, shard.suspect = start, start if one else None
-        left = max(self.plan.slice - (time.monotonic() - shard.began), shard.owed)
-        shard.heard = time.monotonic()
+        left = max(self.plan.slice - (time.monotonic() - shard.began), shard.owed - time.monotonic())
+        shard.heard = shard.submitted = time.monotonic()
+        shard.started = False
         replay = shard.r == 0 and start == 0 and not one
         base = self.plan.base(shard.test_id, shard.r)
         batch = 0.0 if shard.owed else BATCH  # (after a dead worker: every verdict sent as judged)
@@ -359,7 +370,11 @@ class Driver(Writer):
                     del flight[gen]
                     # what it judged since its last batch died with it: the shard goes on at least
                     # that long again (the case that killed it among them), verdict by verdict
-                    shard.owed = max(shard.owed, 2 * (time.monotonic() - shard.heard) + 2 * BATCH)
+                    now = time.monotonic()
+                    if not shard.owed:
+                        shard.owed = now + 2 * (now - shard.heard) + 2 * BATCH
+                    else:  # (its later tasks send each verdict as judged: only their start is lost)
+                        shard.restarted(now)
                     if shard.suspect is not None:  # the case killed a second worker: a crash
                         self.write([self.crash(shard.test_id, shard.r, shard.suspect, e)])
                         flight[self.submit(shard, shard.suspect + 1)] = shard
@@ -370,6 +385,8 @@ class Driver(Writer):
                 if k >= 0:
                     shard.next = k + 1
                 shard.heard = time.monotonic()
+                shard.restarted(shard.heard)
+                shard.started = True
 
     def crash(self, test_id: str, r: int, k: int, e: Exception) -> dict[str, Any]:
         """The record of case `k` of shard (test_id, r), which killed two workers."""
