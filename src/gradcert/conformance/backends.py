@@ -24,6 +24,7 @@ BUILTIN = {
     "paddle": "gradcert.conformance.paddle_backend:PaddleBackend",
     "torch": "gradcert.conformance.torch_backend:TorchBackend",
     "jax": "gradcert.conformance.jax_backend:JaxBackend",
+    "jax-eager": "gradcert.conformance.jax_backend:JaxEagerBackend",
 }
 # what each built-in backend's framework needs installed: (module, distribution), the first named
 # in the backend's version; the extra to install is the backend's name
@@ -31,6 +32,7 @@ NEEDS = {
     "paddle": [("paddle", "paddlepaddle")],
     "torch": [("torch", "torch"), ("array_api_compat", "array-api-compat")],
     "jax": [("jax", "jax")],
+    "jax-eager": [("jax", "jax")],
 }
 
 
@@ -41,7 +43,9 @@ def framework_version(backend: str) -> str:
     naming the extra to install where something it needs is missing."""
     for module, distribution in NEEDS[backend]:
         if importlib.util.find_spec(module) is None:
-            raise ImportError(f"the {backend} backend needs {distribution}: pip install 'gradcert[{backend}]'")
+            raise ImportError(
+                f"the {backend} backend needs {distribution}: pip install 'gradcert[{backend.partition('-')[0]}]'"
+            )
     distribution = NEEDS[backend][0][1]
     return f"{distribution} {importlib.metadata.version(distribution)}"
 

@@ -1,20 +1,31 @@
-"""The `jax` backend: traces a case as a JAX function (float64, CPU) and asks `jax.vjp` for the
-gradients.
+"""The `jax` and `jax-eager` backends: trace a case as a JAX function (float64, CPU) and ask
+`jax.vjp` for the gradients.
 
-Lowering choices (docs/torch-jax.md says what was measured):
+Two modes, two code paths of JAX's (docs/torch-jax.md says what each certifies):
+
+- `jax` (staged): the whole request -- forward, `jax.vjp`, the cotangents applied, and for second
+  order the `jax.vjp` of that -- is traced under `jax.jit` and compiled by XLA once. A case whose
+  loop trip count depends on a traced value (no `jax.jit` can express it) runs eagerly instead.
+  XLA compiles with its backend optimisations off (`FAST_COMPILE`, unless the user sets
+  XLA_FLAGS): compiling dominates a case's time, and those optimisations act after JAX's AD, on
+  XLA's program, not on the jaxpr JAX's AD made.
+- `jax-eager`: `jax.vjp` called eagerly, each primitive dispatched as it is met (control flow
+  compiled where it is met), as a user's code without `jax.jit` runs.
+
+Lowering choices, both modes:
 
 - Every op with an Array-API kernel runs that kernel on `jax.numpy`; `pad` is `jnp.pad`. In-place
   ops are their functional op (JAX arrays are immutable): what is certified is that the backward
   of the functional program is right.
 - `if` is `lax.cond`, both branches traced.
 - `while` needs its trip count when tracing: reverse mode through `lax.while_loop` is not
-  supported by JAX. The loop's condition is evaluated at trace time (constant parts are folded
-  under `jax.ensure_compile_time_eval`); where it is concrete, the loop is
-  `lax.fori_loop(0, trips, body)` with static bounds (a `scan`, which JAX reverses); where an
-  inner loop's trip count depends on this loop's counter (abstract inside `fori_loop`), this loop
-  is unrolled instead, its trips traced one by one. `jax.vjp` traces eagerly, so even a bound
-  computed from a differentiated input is concrete at the top level; inside a `lax.cond` branch
-  (staged) such a bound is abstract, and the case is `unsupported`.
+  supported by JAX. The trip count is found at trace time by running the condition and the part
+  of the body it depends on (`trip_slice`; constants fold under `jax.ensure_compile_time_eval`);
+  where it is concrete, the loop is `lax.fori_loop(0, trips, body)` with static bounds (a `scan`,
+  which JAX reverses); where an inner loop's trip count depends on this loop's counter (abstract
+  inside `fori_loop`), this loop is unrolled instead, its trips traced one by one. Eager
+  `jax.vjp` knows a bound computed from a differentiated input at the top level; inside a
+  `lax.cond` branch (staged) such a bound is abstract, and the case is `unsupported`.
 - `stop_gradient` values and the no-grad set are `lax.stop_gradient`.
 - Contract mapping: JAX returns zeros, never `None`; a zero gradient of an input with no path to
   the outputs in the program is `None` (`contract.py`). Second order is `jax.vjp` of the function
@@ -37,9 +48,10 @@ from ..reference.types import TensorType, is_differentiable
 from .api import BackendResult, Unsupported
 from .backends import framework_version
 from .contract import paths, to_contract
-from .lowering import VECTORS, Lower, Lowering, kernels
+from .lowering import VECTORS, Lower, Lowering, kernels, trip_slice
 
 TRIP_LIMIT = 10_000
+FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
 
 
 def _if(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
@@ -49,6 +61,7 @@ def _if(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
 
 def _while(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
     cond, body = op.blocks
+    counted, ops = trip_slice(cond, body)
     carry, trips = list(a), 0
     while True:
         try:
@@ -59,7 +72,9 @@ def _while(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
             ) from None
         if not go:
             break
-        carry, trips = low.nested(body, carry), trips + 1
+        for k, x in zip(counted, low.run_ops(body, carry, ops, counted)):
+            carry[k] = x
+        trips += 1
         if trips > TRIP_LIMIT:
             raise RuntimeError(f"while: more than {TRIP_LIMIT} trips")
     if trips == 0:
@@ -67,8 +82,11 @@ def _while(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
     try:
         return list(low.ns.lax.fori_loop(0, trips, lambda i, c: low.nested(body, c), list(a)))
     except Unsupported:
-        # an inner loop's trip count depends on this loop's (now abstract) carries: the trips
-        # traced above, with concrete carries, are this loop unrolled
+        # an inner loop's trip count depends on this loop's (now abstract) carries: unrolled,
+        # its trips traced one by one with concrete carries
+        carry = list(a)
+        for _ in range(trips):
+            carry = low.nested(body, carry)
         return carry
 
 
@@ -90,9 +108,14 @@ class _JaxLowering(Lowering):
 
 
 class JaxBackend:
+    """Staged: each case's forward and backward traced whole under `jax.jit` and compiled once
+    (a case whose trip count depends on a traced value runs eagerly: `jax-eager`)."""
+
     name = "jax"
     capabilities = frozenset({"if", "while", "nesting", "inplace", "combine_split", "double_grad"})
     table: dict[str, Lower] = TABLE  # a subclass may lower some ops otherwise (tests plant bugs so)
+
+    staged = True
 
     def __init__(self) -> None:
         self.version = framework_version("jax")  # (jax is imported at the first case)
@@ -100,6 +123,9 @@ class JaxBackend:
     @functools.cached_property
     def jax(self) -> Any:
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        # XLA compiles every case's function once: its backend optimisations (which do not touch
+        # the jaxpr that JAX's AD made) cost more than the case then runs; a user's XLA_FLAGS win
+        os.environ.setdefault("XLA_FLAGS", FAST_COMPILE)
         import jax
 
         jax.config.update("jax_enable_x64", True)
@@ -114,7 +140,7 @@ class JaxBackend:
             for k, i in enumerate(case.wrt)
             if isinstance(t := case.program.inputs[i].type, TensorType) and is_differentiable(t)
         ]
-        primals = [jnp.asarray(case.inputs[case.wrt[k]]) for k in free]
+        primals = [np.asarray(case.inputs[case.wrt[k]]) for k in free]
 
         def f(*xs: Any) -> tuple[list[Any], list[Any]]:
             low = _JaxLowering("jax", self.table, jax, kernels(jnp), case.no_grad)
@@ -133,18 +159,37 @@ class JaxBackend:
                 vjp([jnp.ones_like(y) for y in ys] if cots is None else [jnp.asarray(u) for u in cots])
             ), outputs
 
-        got, forward = first(*primals)
+        staged = self.staged
+
+        def call(fn: Callable[..., Any], *xs: Any) -> Any:
+            """`fn` staged (traced under `jax.jit`, compiled once), or eagerly where it must be."""
+            nonlocal staged
+            if staged:
+                try:
+                    return jax.jit(fn)(*xs)
+                except (Unsupported, jax.errors.ConcretizationTypeError):
+                    staged = False  # a trip count that depends on a traced value
+            return fn(*xs)
+
+        got, forward = call(first, *primals)
+        got = [np.asarray(g) for g in got]
         result = self._contract(case, free, got, 1)
         if case.order == 2:
             # the "forward" of a second-order case is its first-order gradients (those not None)
             keep = [free.index(k) for k, g in enumerate(result) if g is not None]
-            forward, vjp2 = jax.vjp(lambda *xs: [first(*xs)[0][j] for j in keep], *primals)
             cots2 = case.cotangents2
-            if cots2 is not None and len(cots2) != len(forward):
+            if cots2 is not None and len(cots2) != len(keep):
+                forward = [got[j] for j in keep]
                 result = [None] * len(case.wrt)  # the lowering oracle reports the count
             else:
-                u = [jnp.ones_like(g) for g in forward] if cots2 is None else [jnp.asarray(w) for w in cots2]
-                result = self._contract(case, free, vjp2(u), 2)
+
+                def second(*xs: Any) -> tuple[list[Any], list[Any]]:
+                    gs, vjp2 = jax.vjp(lambda *xs: [first(*xs)[0][j] for j in keep], *xs)
+                    u = [jnp.ones_like(g) for g in gs] if cots2 is None else [jnp.asarray(w) for w in cots2]
+                    return list(vjp2(u)), gs
+
+                got2, forward = call(second, *primals)
+                result = self._contract(case, free, [np.asarray(g) for g in got2], 2)
         t1 = time.perf_counter()
         return BackendResult(
             [None if g is None else np.asarray(g, dtype=np.float64) for g in result],
@@ -155,9 +200,17 @@ class JaxBackend:
 
     def _contract(self, case: Case, free: list[int], got: Sequence[Any], order: int) -> list[Any]:
         """One gradient per `case.wrt` (None for the inputs not differentiated), as the contract says."""
-        jnp = self.jax.numpy
         full: list[Any] = [None] * len(case.wrt)
         for k, g in zip(free, got):
             full[k] = g
-        zeros: Callable[[int], Any] = lambda k: jnp.zeros(np.shape(case.inputs[case.wrt[k]]))
-        return to_contract(full, paths(case, order), zeros, lambda g: not bool(jnp.any(g != 0)))
+        zeros: Callable[[int], Any] = lambda k: np.zeros(np.shape(case.inputs[case.wrt[k]]))
+        return to_contract(full, paths(case, order), zeros, lambda g: not np.any(g != 0))
+
+
+class JaxEagerBackend(JaxBackend):
+    """Eager: `jax.vjp` traced op by op, each primitive dispatched (and compiled for its shapes)
+    as it is met, control flow compiled where it is met: the path of a user's code run without
+    `jax.jit`."""
+
+    name = "jax-eager"
+    staged = False

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..reference.ir import Block, Operation, Value
 from ..reference.ops import OPS
+from ..reference.prune import coreachable
 from ..reference.types import Type, VectorType
 from .api import Unsupported
 
@@ -82,6 +83,36 @@ class Lowering:
     def nested(self, block: Block, args: Sequence[Any] = ()) -> list[Any]:
         """`run_block` for a branch or loop body: arguments and yields cross by `copy`."""
         return [self.copy(y) for y in self.run_block(block, [self.copy(x) for x in args])]
+
+    def run_ops(self, block: Block, args: Sequence[Any], ops: Sequence[Operation], outputs: Sequence[int]) -> list[Any]:
+        """Of `block` bound to `args`, only `ops` (a slice: `trip_slice`); its yields at `outputs`."""
+        for a, x in zip(block.args, args):
+            self.env[a] = x
+        for op in ops:
+            self.op(op)
+        assert block.terminator is not None
+        return [self.env[block.terminator.operands[k]] for k in outputs]
+
+
+def trip_slice(cond: Block, body: Block) -> tuple[list[int], list[Operation]]:
+    """What a `while`'s trip count depends on: the carries the condition reads, directly or through
+    the body's updates of them, and the body's ops that compute those updates, in order. A
+    framework that must know the trip count before it builds the loop runs only these (a loop
+    counter's few scalar ops) to count the trips, not the whole body once per trip, which, loop
+    in loop, costs trips^depth."""
+    assert cond.terminator is not None and body.terminator is not None
+    read = coreachable(cond, cond.terminator.operands)
+    carries = {k for k, a in enumerate(cond.args) if a in read}
+    while True:
+        need = coreachable(body, [body.terminator.operands[k] for k in carries])
+        more = carries | {k for k, a in enumerate(body.args) if a in need}
+        if more == carries:
+            break
+        carries = more
+    ops = [
+        op for op in body.ops[:-1] if any(r in need for r in op.results) or any(OPS[o.name].writes for o in op.walk())
+    ]
+    return sorted(carries), ops
 
 
 def kernels(xp: Any) -> Lower:
