@@ -53,6 +53,20 @@ BENCHES = {
             f"ratio Paddle grad\\(\\) / reference grad\\(\\) at 200 ops, chain: {NUMBER}",
         ],
     ),
+    "gpu_check.py": (
+        ["--backends", "torch", "--areas", "elementwise", "--sizes", "64", "--repeat", "1", "--cases", "10"],
+        # (here without a GPU: the CPU halves run, the GPU halves say why they are skipped)
+        [
+            r"reference backward at 64: NumPy \d+\.\d+ s(; CuPy skipped \(.+\)|, CuPy)",
+            r"certify torch --device cpu --profile quick: exit 0",
+            r"certify torch --device gpu(: skipped \(gradcert: error: .+\)| --profile quick: exit 0)",
+            r"disagreements and failures: 0",
+        ],
+    ),
+    "jax_paths.py": (
+        ["--profile", "quick", "--areas", "elementwise,while", "--workers", "1"],
+        [r"verdicts that differ, jax / jax-eager: 0", f"ratio certify time jax-eager / jax: {NUMBER}"],
+    ),
     "generation.py": (["--draws", "40"], [f"ratio fast path / hypothesis draws per second: {NUMBER}"]),
     "fuzz_reference.py": (["--cases", "40"], [r"false alarms: 0; invalid rate: \d+\.\d+%"]),
     "memory.py": (

@@ -16,7 +16,7 @@ from gradcert.conformance.backends import resolve
 from gradcert.conformance.defects import KNOWN, known_defects
 from gradcert.conformance.oracles import judge, lowering
 from gradcert.conformance.reference_backend import ReferenceBackend
-from gradcert.generators.case import Case
+from gradcert.generators.case import Case, load_case
 from gradcert.reference import run
 from gradcert.reference.domains import safe_inputs
 from gradcert.reference.loader import load_program
@@ -193,6 +193,25 @@ def test_jax_loop_trip_count_known_when_tracing_or_unsupported() -> None:
     assert got.grads[1] is None  # through `cast` to an integer: no differentiable path
     with pytest.raises(Unsupported, match="trip count"):
         jax.run(_case(BOUND_IN_BRANCH, [0, 1], [*xs, np.array(True)]))
+
+
+@pytest.mark.parametrize("spec", ["jax", "jax-eager"])
+def test_jax_loop_bound_from_an_input_is_judged_on_both_paths(spec: str) -> None:
+    """Staged, the bound is abstract under `jax.jit`: the case runs eagerly, and is judged alike."""
+    case = _case(TOP_LEVEL_BOUND, [0, 1], [np.array([0.1, 0.2, 0.3]), np.array(3.5)])
+    assert judge(case, resolve(spec).run(case), ReferenceBackend().run(case)).status == "pass"
+
+
+def test_jax_paths_agree_on_maximum_where_its_mask_compares_a_recomputed_value() -> None:
+    """JAX's gradient of `maximum` is a mask of `max(a, b) == a`; XLA compiled with its backend
+    optimisations and fusion emitters off computed `a` twice with different rounding, and the
+    staged gradient lost the third element (0 where 0.405). With JAX's own flags, both paths agree
+    with the reference."""
+    case = load_case(ROOT / "tests" / "cases" / "maximum_tie_mask_recomputed.case")
+    ref = ReferenceBackend().run(case)
+    for spec in ("jax", "jax-eager"):
+        got = resolve(spec).run(case)
+        assert judge(case, got, ref).status == "pass", spec
 
 
 @pytest.mark.parametrize("mutant", ["TorchTanhOff", "JaxTanhOff"])

@@ -37,6 +37,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
 
     name = backend_name(args.backend)  # fails fast, without importing a built-in backend
     areas = _areas(args.areas)
+    _device_ready(args)
     stem = f"reports/{name}-{args.profile}"
     results = Path(args.results or f"{stem}.jsonl")
     report = Path(args.report or f"{stem}.html")
@@ -55,7 +56,15 @@ def cmd_certify(args: argparse.Namespace) -> int:
         specs = [getattr(t, "_gradcert_area") for t in tests().values()]  # noqa: B009
         planned = per * sum(1 for a in specs if a.name in areas and a.needs <= capabilities)
     pytest_args = command_line(
-        areas, args.backend, args.profile, str(results), str(findings), args.isolate, args.timeout, args.workers
+        areas,
+        args.backend,
+        args.profile,
+        str(results),
+        str(findings),
+        args.isolate,
+        args.timeout,
+        args.workers,
+        args.device,
     )
     pytest_args += ["--gradcert-seed", str(args.seed), "--gradcert-shrink-seconds", str(args.shrink_seconds)]
     if args.db:
@@ -210,7 +219,20 @@ def _session(args: argparse.Namespace) -> Any:
     """The session that judges cases one by one for `replay` and `check` (recorded nowhere)."""
     from .conformance.session import Session
 
-    return Session(args.backend, None, args.findings, isolate=_isolate(args), timeout=args.timeout)
+    return Session(args.backend, None, args.findings, isolate=_isolate(args), timeout=args.timeout, device=args.device)
+
+
+def _device_ready(args: argparse.Namespace) -> None:
+    """`--device gpu`: CuPy with a CUDA device (the reference and finite differences run on it),
+    and the backend able to run there; else one line, exit 2, before anything runs. (The CPU needs
+    no check: certify's own process then imports no framework.)"""
+    if args.device == "cpu":
+        return
+    from .conformance.backends import resolve
+    from .reference.interpreter import namespace
+
+    namespace(args.device)
+    resolve(args.backend, args.device)
 
 
 def _isolate(args: argparse.Namespace) -> bool | None:
@@ -263,6 +285,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
 
     args.backend_name = backend_name(args.backend)
     _areas(args.areas)
+    _device_ready(args)
     if args.minutes <= 0:
         raise UsageError("--minutes must be positive")
     if args.address and args.engine != "ray":
@@ -360,6 +383,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     cert.add_argument("--baseline", default="", help="earlier results of the same draws: fail on regressions")
     cert.add_argument("--shrink-seconds", type=float, default=30.0, help="time a new defect's shrink may take")
     cert.add_argument("-v", "--verbose", action="store_true", help="show pytest's own output (and hypothesis's notes)")
+    cert.add_argument(
+        "--device",
+        default="cpu",
+        choices=("cpu", "gpu"),
+        help="where the backend and the oracles run: cpu, or gpu (CuPy and the framework's CUDA device)",
+    )
     cert.set_defaults(func=cmd_certify)
 
     ck = sub.add_parser("check", help="judge programs of one's own (.gc) or saved cases against a backend")
@@ -376,6 +405,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ck.add_argument("--findings", default="reports/findings", help="where failing cases are saved")
     ck.add_argument("--isolate", default="auto", choices=("auto", "yes", "no"))
     ck.add_argument("--timeout", type=float, default=60.0)
+    ck.add_argument(
+        "--device",
+        default="cpu",
+        choices=("cpu", "gpu"),
+        help="where the backend and the oracles run: cpu, or gpu (CuPy and the framework's CUDA device)",
+    )
     ck.set_defaults(func=cmd_check)
 
     kn = sub.add_parser("known", help="write a results file's new defects as known-defect entries")
@@ -395,6 +430,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     rep.add_argument("--findings", default="reports/findings")
     rep.add_argument("--isolate", default="auto", choices=("auto", "yes", "no"))
     rep.add_argument("--timeout", type=float, default=60.0)
+    rep.add_argument(
+        "--device",
+        default="cpu",
+        choices=("cpu", "gpu"),
+        help="where the backend and the oracles run: cpu, or gpu (CuPy and the framework's CUDA device)",
+    )
     rep.set_defaults(func=cmd_replay)
 
     fz = sub.add_parser("fuzz", help="fuzz a backend for a time budget (nightly profile, example database)")
@@ -413,6 +454,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     fz.add_argument("--report", default="", help="also render an HTML report here")
     fz.add_argument("--isolate", default="auto", choices=("auto", "yes", "no"))
     fz.add_argument("--timeout", type=float, default=60.0)
+    fz.add_argument(
+        "--device",
+        default="cpu",
+        choices=("cpu", "gpu"),
+        help="where the backend and the oracles run: cpu, or gpu (CuPy and the framework's CUDA device)",
+    )
     fz.set_defaults(func=cmd_fuzz)
 
     report = sub.add_parser("report", help="render results files into one HTML report")

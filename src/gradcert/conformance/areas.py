@@ -145,6 +145,7 @@ def command_line(
     isolate: str,
     timeout: float,
     workers: str = "1",
+    device: str = "cpu",
 ) -> list[str]:
     """The pytest command line (after `pytest`, run with `PYTEST_ENV`) that runs `areas` against
     `backend`."""
@@ -178,6 +179,8 @@ def command_line(
         isolate,
         "--gradcert-timeout",
         str(timeout),
+        "--gradcert-device",
+        device,
     ]
     # xdist keeps a worker two tests ahead (its test and the next); by default it refills a worker
     # with up to a quarter of what is left, so that the light tests at the end could wait behind a

@@ -64,8 +64,13 @@ def backend_name(spec: str) -> str:
     return spec
 
 
-def resolve(spec: str) -> Backend:
-    """The backend named `spec`; raises UnknownBackend with a one-line reason."""
+DEVICES = ("cpu", "gpu")
+
+
+def resolve(spec: str, device: str = "cpu") -> Backend:
+    """The backend named `spec`, set to run its cases on `device` ("cpu" or "gpu"); raises
+    UnknownBackend with a one-line reason (a device the backend does not declare in `devices`, or
+    one its `use_device(device)` finds missing, included)."""
     if ":" in spec or spec in BUILTIN:
         mod, _, attr = BUILTIN.get(spec, spec).partition(":")
         try:
@@ -91,4 +96,14 @@ def resolve(spec: str) -> Backend:
         raise UnknownBackend(f"backend {spec!r} cannot start: {e}") from None
     if not isinstance(backend, Backend):
         raise UnknownBackend(f"{spec!r} is not a backend (needs name, capabilities, version and run(case))")
+    if device not in DEVICES:
+        raise UnknownBackend(f"unknown device {device!r} (expected {' or '.join(DEVICES)})")
+    if device != "cpu":
+        declared = getattr(backend, "devices", ("cpu",))
+        if device not in declared:
+            raise UnknownBackend(f"backend {spec!r} does not run on {device} (it declares {', '.join(declared)})")
+        try:
+            backend.use_device(device)  # type: ignore[attr-defined]
+        except Exception as e:  # the device, its driver or the framework's build for it is missing
+            raise UnknownBackend(f"backend {spec!r} cannot run on {device}: {' '.join(str(e).split())}") from None
     return backend

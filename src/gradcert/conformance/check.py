@@ -123,14 +123,16 @@ def check(
     seed: int = 0,
     inputs: dict[str, np.ndarray] | None = None,
     isolate: bool | None = False,
+    device: str = "cpu",
 ) -> Verdict:
     """The verdict of every oracle on `program` (a Program or its text) differentiated by
-    `backend`, on inputs drawn with `seed` (or `inputs`, by name)."""
+    `backend`, on inputs drawn with `seed` (or `inputs`, by name); `device` "gpu" runs the backend
+    and the oracles on a GPU."""
     from .session import Session
 
     p = parse_source(program) if isinstance(program, str) else program
     case = case_of(p, Request(wrt, outputs, cotangents, no_grad, order, inputs), seed)
-    s = Session(backend, None, "reports/findings", isolate=isolate)
+    s = Session(backend, None, "reports/findings", isolate=isolate, device=device)
     try:
         return s.judge(area_of(case), case)
     finally:

@@ -65,6 +65,12 @@ class Options:
     timeout: float
     db: str | None
     shrink_seconds: float = 30.0
+    device: str = "cpu"
+
+    def replay(self, what: str) -> str:
+        """The command that replays `what` (a case file, or a drawn case's name)."""
+        on = "" if self.device == "cpu" else f" --device {self.device}"
+        return f"gradcert replay {what} --backend {self.backend}{on}"
 
 
 @dataclass(frozen=True)
@@ -120,8 +126,10 @@ def _state(opts: Options) -> tuple[Any, Any, _Sink]:
         from .search import Search
         from .session import Session
 
-        findings = tempfile.mkdtemp(prefix="gradcert-worker-")  # (the driver saves each defect's case)
-        session = Session(opts.backend, None, findings, "nightly", opts.isolate, opts.timeout)
+        # the driver saves each defect's case: a worker's session never does, and a folder made
+        # here would outlive the worker (Ray ends its workers by a signal)
+        findings = Path(tempfile.gettempdir()) / f"gradcert-worker-{os.getpid()}"
+        session = Session(opts.backend, None, findings, "nightly", opts.isolate, opts.timeout, device=opts.device)
         sink = _Sink()
         session.results = sink  # type: ignore[assignment]
         areas.CAPABILITIES = frozenset(session.capabilities)
@@ -412,7 +420,7 @@ class Driver(Writer):
             "draw": drawn,
             "case_id": case.id,
             "case": case.to_text(),
-            "replay": f"gradcert replay '{test_id}[{drawn}]' --backend {self.opts.backend}",
+            "replay": self.opts.replay(f"'{test_id}[{drawn}]'"),
             "worker": "",
         }
 
@@ -431,7 +439,7 @@ class Driver(Writer):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(rec["case"])
             rec["case_file"] = str(path.resolve())
-            rec["replay"] = f"gradcert replay {path.resolve()} --backend {self.opts.backend}"
+            rec["replay"] = self.opts.replay(str(path.resolve()))
             self.out.append(rec)
 
 
@@ -464,7 +472,7 @@ def run(args: Any) -> int:
     backend = resolve(args.backend)
     workers = (os.cpu_count() or 1) if args.workers == "auto" else int(args.workers)
     isolate = {"auto": None, "yes": True, "no": False}[args.isolate]
-    opts = Options(args.backend, isolate, args.timeout, db, args.shrink_seconds)
+    opts = Options(args.backend, isolate, args.timeout, db, args.shrink_seconds, args.device)
     runnable: list[tuple[str, Any]] = []
     lacking: list[tuple[str, Any]] = []
     for test_id in tests():

@@ -48,7 +48,15 @@ def run(args: Any) -> int:
         "-m",
         "pytest",
         *command_line(
-            areas, args.backend, "nightly", str(results), str(findings), args.isolate, args.timeout, str(workers)
+            areas,
+            args.backend,
+            "nightly",
+            str(results),
+            str(findings),
+            args.isolate,
+            args.timeout,
+            str(workers),
+            args.device,
         ),
         "--gradcert-db",
         args.db,

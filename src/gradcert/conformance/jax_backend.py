@@ -6,9 +6,7 @@ Two modes, two code paths of JAX's (docs/torch-jax.md says what each certifies):
 - `jax` (staged): the whole request -- forward, `jax.vjp`, the cotangents applied, and for second
   order the `jax.vjp` of that -- is traced under `jax.jit` and compiled by XLA once. A case whose
   loop trip count depends on a traced value (no `jax.jit` can express it) runs eagerly instead.
-  XLA compiles with its backend optimisations off (`FAST_COMPILE`, unless the user sets
-  XLA_FLAGS): compiling dominates a case's time, and those optimisations act after JAX's AD, on
-  XLA's program, not on the jaxpr JAX's AD made.
+  XLA compiles with the flags a user's JAX has (docs/torch-jax.md says why not faster ones).
 - `jax-eager`: `jax.vjp` called eagerly, each primitive dispatched as it is met (control flow
   compiled where it is met), as a user's code without `jax.jit` runs.
 
@@ -51,7 +49,6 @@ from .contract import paths, to_contract
 from .lowering import VECTORS, Lower, Lowering, kernels, trip_slice
 
 TRIP_LIMIT = 10_000
-FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
 
 
 def _if(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
@@ -115,23 +112,40 @@ class JaxBackend:
     capabilities = frozenset({"if", "while", "nesting", "inplace", "combine_split", "double_grad"})
     table: dict[str, Lower] = TABLE  # a subclass may lower some ops otherwise (tests plant bugs so)
 
+    devices = ("cpu", "gpu")
     staged = True
 
     def __init__(self) -> None:
         self.version = framework_version("jax")  # (jax is imported at the first case)
+        self.platform = "cpu"
+
+    def use_device(self, device: str) -> None:
+        """Run on JAX's first GPU device for "gpu" (JAX imported with every platform it finds)."""
+        if device == "gpu":
+            self.platform = "gpu"
+            try:
+                self.device = self.jax.devices("gpu")[0]
+            except RuntimeError as e:  # jaxlib without CUDA, or no device
+                raise RuntimeError(
+                    f"JAX {self.jax.__version__} finds no GPU ({' '.join(str(e).split())[:200]})"
+                ) from None
 
     @functools.cached_property
     def jax(self) -> Any:
-        os.environ.setdefault("JAX_PLATFORMS", "cpu")
-        # XLA compiles every case's function once: its backend optimisations (which do not touch
-        # the jaxpr that JAX's AD made) cost more than the case then runs; a user's XLA_FLAGS win
-        os.environ.setdefault("XLA_FLAGS", FAST_COMPILE)
+        if self.platform == "cpu":
+            os.environ.setdefault("JAX_PLATFORMS", "cpu")
         import jax
 
         jax.config.update("jax_enable_x64", True)
         return jax
 
     def run(self, case: Case) -> BackendResult:
+        if self.platform == "cpu":
+            return self._run(case)
+        with self.jax.default_device(self.device):  # (the inputs, and every array a kernel makes)
+            return self._run(case)
+
+    def _run(self, case: Case) -> BackendResult:
         jax, jnp = self.jax, self.jax.numpy
         t0 = time.perf_counter()
         # only float inputs are differentiated; the others are constants of the traced function
@@ -171,24 +185,42 @@ class JaxBackend:
                     staged = False  # a trip count that depends on a traced value
             return fn(*xs)
 
-        got, forward = call(first, *primals)
+        cots2 = case.cotangents2
+        # second order: the first-order gradients that are not None are those of the inputs with a
+        # path (`contract.paths`) where JAX is right; both orders are then one function, traced
+        # and compiled once, and the guess is checked against the first-order answer
+        guess = [j for j, k in enumerate(free) if paths(case, 1)[k]] if case.order == 2 else []
+        if case.order == 2 and (cots2 is None or len(cots2) == len(guess)):
+
+            def both(*xs: Any) -> tuple[list[Any], list[Any], list[Any]]:
+                def kept(*xs: Any) -> tuple[list[Any], list[Any]]:
+                    gs = first(*xs)[0]
+                    return [gs[j] for j in guess], gs
+
+                ks, vjp2, gs = jax.vjp(kept, *xs, has_aux=True)
+                u = [jnp.ones_like(g) for g in ks] if cots2 is None else [jnp.asarray(w) for w in cots2]
+                return gs, list(vjp2(u)), ks
+
+            got, got2, forward = call(both, *primals)
+        else:
+            got, forward = call(first, *primals)
         got = [np.asarray(g) for g in got]
         result = self._contract(case, free, got, 1)
         if case.order == 2:
             # the "forward" of a second-order case is its first-order gradients (those not None)
             keep = [free.index(k) for k, g in enumerate(result) if g is not None]
-            cots2 = case.cotangents2
             if cots2 is not None and len(cots2) != len(keep):
                 forward = [got[j] for j in keep]
                 result = [None] * len(case.wrt)  # the lowering oracle reports the count
             else:
+                if keep != guess:  # (a first-order gradient where the program has no path)
 
-                def second(*xs: Any) -> tuple[list[Any], list[Any]]:
-                    gs, vjp2 = jax.vjp(lambda *xs: [first(*xs)[0][j] for j in keep], *xs)
-                    u = [jnp.ones_like(g) for g in gs] if cots2 is None else [jnp.asarray(w) for w in cots2]
-                    return list(vjp2(u)), gs
+                    def second(*xs: Any) -> tuple[list[Any], list[Any]]:
+                        gs, vjp2 = jax.vjp(lambda *xs: [first(*xs)[0][j] for j in keep], *xs)
+                        u = [jnp.ones_like(g) for g in gs] if cots2 is None else [jnp.asarray(w) for w in cots2]
+                        return list(vjp2(u)), gs
 
-                got2, forward = call(second, *primals)
+                    got2, forward = call(second, *primals)
                 result = self._contract(case, free, [np.asarray(g) for g in got2], 2)
         t1 = time.perf_counter()
         return BackendResult(

@@ -30,6 +30,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -177,7 +178,7 @@ class _FdSetup:
     base: Base  # the unperturbed run
 
 
-def _setup(case: Case) -> _FdSetup:
+def _setup(case: Case, xp: Any = np) -> _FdSetup:
     """What finite differences need of `case`: the program (order 2: its first-order gradients, the
     generator's where it made them, `Case.first_order`), inputs, cotangents, held values, and the
     unperturbed run: the generator's where it made one (it computes every value of the program as
@@ -204,7 +205,7 @@ def _setup(case: Case) -> _FdSetup:
         blocked = {v for v in case.program.inputs if v.stop_gradient}
         ran = None
     free = [k for k, i in enumerate(case.wrt) if case.program.inputs[i] not in blocked]
-    return _FdSetup(p, inputs, cots, held, free, unperturbed(p, inputs, held, ran) if free else Base([], {}))
+    return _FdSetup(p, inputs, cots, held, free, unperturbed(p, inputs, held, ran, xp) if free else Base([], {}))
 
 
 def _shape(t: Type) -> tuple[int, ...]:
@@ -241,11 +242,11 @@ def normals(seed: int, shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
     return out
 
 
-def finite_differences(case: Case, got: BackendResult, seed: int = 0) -> Verdict | None:
-    """Directional finite differences; on failure, localised per input. Returns an `invalid`
-    verdict when the perturbation changes the trace, a `pass` with the error measured, or None
-    when no input is free to perturb."""
-    s = _setup(case)
+def finite_differences(case: Case, got: BackendResult, seed: int = 0, xp: Any = np) -> Verdict | None:
+    """Directional finite differences, the program run on the array namespace `xp`; on failure,
+    localised per input. Returns an `invalid` verdict when the perturbation changes the trace, a
+    `pass` with the error measured, or None when no input is free to perturb."""
+    s = _setup(case, xp)
     if not s.free:
         return None
     dirs = dict(zip(s.free, normals(seed, [case.inputs[case.wrt[k]].shape for k in s.free])))
@@ -254,7 +255,7 @@ def finite_differences(case: Case, got: BackendResult, seed: int = 0) -> Verdict
         direction: list[np.ndarray | None] = [None] * len(s.inputs)
         for k in ks:
             direction[case.wrt[k]] = dirs[k]
-        d = directional(s.program, s.inputs, direction, s.cotangents, s.held, step, base=s.base)
+        d = directional(s.program, s.inputs, direction, s.cotangents, s.held, step, base=s.base, xp=xp)
         if not d.valid:
             return None, 0.0, 0.0
         gs = [(g, dirs[k]) for k in ks if (g := got.grads[k]) is not None]
@@ -287,13 +288,13 @@ def finite_differences(case: Case, got: BackendResult, seed: int = 0) -> Verdict
     )
 
 
-def full_jacobian(case: Case, got: BackendResult) -> Verdict | None:
+def full_jacobian(case: Case, got: BackendResult, xp: Any = np) -> Verdict | None:
     """Exhaustive mode, for small programs: every gradient element against finite differences
     along that element alone (one directional estimate per input element)."""
-    s = _setup(case)
+    s = _setup(case, xp)
     names = _names(case)
     positions = [case.wrt[k] for k in s.free]
-    expect, valid = jacobian_vjp(s.program, s.inputs, positions, s.cotangents, s.held, base=s.base)
+    expect, valid = jacobian_vjp(s.program, s.inputs, positions, s.cotangents, s.held, base=s.base, xp=xp)
     if not valid:
         return Verdict("invalid", "full_jacobian", "a branch, trip count or kink flipped under perturbation")
     wrong, worst = [], 0.0
@@ -319,9 +320,12 @@ def full_jacobian(case: Case, got: BackendResult) -> Verdict | None:
 EXHAUSTIVE_MAX = 24  # input elements up to which `exhaustive` runs the full-Jacobian mode
 
 
-def judge(case: Case, got: BackendResult, ref: BackendResult, seed: int = 0, exhaustive: bool = False) -> Verdict:
+def judge(
+    case: Case, got: BackendResult, ref: BackendResult, seed: int = 0, exhaustive: bool = False, xp: Any = np
+) -> Verdict:
     """The first oracle that fails, else `invalid` if finite differences cannot judge, else pass.
-    With `exhaustive`, programs with at most EXHAUSTIVE_MAX input elements get the full Jacobian."""
+    With `exhaustive`, programs with at most EXHAUSTIVE_MAX input elements get the full Jacobian.
+    `xp`: the array namespace finite differences run the program on (CuPy: on a GPU)."""
     for oracle in (lowering, semantics, reference):
         v = oracle(case, got, ref)
         if v is not None:
@@ -330,7 +334,7 @@ def judge(case: Case, got: BackendResult, ref: BackendResult, seed: int = 0, exh
     if v is not None:
         return v
     small = sum(case.inputs[i].size for i in case.wrt) <= EXHAUSTIVE_MAX
-    v = full_jacobian(case, got) if exhaustive and small else finite_differences(case, got, seed)
+    v = full_jacobian(case, got, xp) if exhaustive and small else finite_differences(case, got, seed, xp)
     return v if v is not None else Verdict("pass")
 
 

@@ -217,6 +217,19 @@ class PaddleBackend:
         process) does not pay its import (about a second)."""
         self.listing = listing
         self.version = framework_version("paddle")
+        self.place = "cpu"
+
+    devices = ("cpu", "gpu")
+
+    def use_device(self, device: str) -> None:
+        """Run the executor on `CUDAPlace(0)` for "gpu": a GPU build of Paddle with a device."""
+        if device == "gpu":
+            pd = self.pd
+            if not pd.is_compiled_with_cuda():
+                raise RuntimeError(f"this Paddle ({self.version}) is a CPU build: install paddlepaddle-gpu")
+            if pd.device.cuda.device_count() == 0:
+                raise RuntimeError("Paddle finds no CUDA device")
+            self.place = "gpu"
 
     @functools.cached_property
     def pd(self) -> Any:
@@ -230,7 +243,7 @@ class PaddleBackend:
 
     @functools.cached_property
     def exe(self) -> Any:
-        return self.pd.static.Executor(self.pd.CPUPlace())
+        return self.pd.static.Executor(self.pd.CUDAPlace(0) if self.place == "gpu" else self.pd.CPUPlace())
 
     # --- one case ------------------------------------------------------------------------------
     def run(self, case: Case) -> BackendResult:

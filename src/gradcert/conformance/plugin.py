@@ -21,6 +21,7 @@ NO_SHRINK = "--gradcert-no-shrink"
 EXHAUSTIVE = "--gradcert-exhaustive"
 BUDGET = "--gradcert-budget"
 SHRINK_SECONDS = "--gradcert-shrink-seconds"
+DEVICE = "--gradcert-device"
 
 # cases drawn per test, and whether every run draws the same ones
 PROFILES: dict[str, dict[str, Any]] = {
@@ -44,6 +45,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(EXHAUSTIVE, action="store_true", help="full finite-difference Jacobian for small programs")
     g.addoption(BUDGET, type=float, default=None, help="seconds each test may draw cases for (fuzzing)")
     g.addoption(SHRINK_SECONDS, type=float, default=30.0, help="seconds a new defect's shrink may take")
+    g.addoption(DEVICE, default="cpu", choices=["cpu", "gpu"], help="where the backend and the oracles run cases")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -67,6 +69,7 @@ def gradcert_session(request: pytest.FixtureRequest) -> Any:
         c.getoption(SEED),
         exhaustive=c.getoption(EXHAUSTIVE),
         budget=c.getoption(BUDGET),
+        device=c.getoption(DEVICE),
     )
     # What is loaded by now (pytest, hypothesis, the backend's framework) lives for the whole run:
     # keep it out of the cyclic collector's scans, which every case's programs trigger

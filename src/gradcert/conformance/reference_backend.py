@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import time
 import weakref
+from typing import Any
 
 import numpy as np
 
 from .. import __version__
 from ..generators.case import Case
 from ..reference.gradients import compute, first_order
+from ..reference.interpreter import namespace
 from ..reference.invariants import violations
 from ..reference.ir import Program
 from .api import BackendResult
@@ -23,8 +25,9 @@ class ReferenceBackend:
         {"if", "while", "nesting", "inplace", "combine_split", "double_grad", "backward_program", "append_backward"}
     )
     version = __version__
+    devices = ("cpu", "gpu")  # NumPy, CuPy
 
-    def __init__(self, listing: bool = True) -> None:
+    def __init__(self, listing: bool = True, xp: Any = np) -> None:
         """`listing`: check its backward program's invariants (off where the reference only
         supplies the expected gradients for judging another backend). It checks them on the
         program itself (`violations`, each naming its line), so it lists no ops for the invariants
@@ -32,11 +35,15 @@ class ReferenceBackend:
         The transform is deterministic: the same request on the same program makes the same
         backward program, whatever the cotangents' values, so its invariants are checked once for
         a run of such requests (a linearity check makes three)."""
-        self.listing = listing
+        self.listing, self.xp = listing, xp
         # (the program, by a weak reference: a strong one kept each case's programs alive into the
         # next case, past the collection that frees them young: search.draw_and_check; the rest of
         # the request; its violations)
         self._checked: tuple[weakref.ref[Program], tuple[object, ...], list[str]] | None = None
+
+    def use_device(self, device: str) -> None:
+        """Run the interpreter on `device`'s array namespace (`interpreter.namespace`)."""
+        self.xp = namespace(device)
 
     def run(self, case: Case) -> BackendResult:
         t0 = time.perf_counter()
@@ -67,7 +74,9 @@ class ReferenceBackend:
             if self._checked is not None and self._checked[0]() is case.program and self._checked[1] == request:
                 known = self._checked[2]
         check = self.listing and known is None
-        c = compute(program, inputs, outputs, wrt, cots, case.no_grad if case.order == 1 else [], checked=check)
+        c = compute(
+            program, inputs, outputs, wrt, cots, case.no_grad if case.order == 1 else [], xp=self.xp, checked=check
+        )
         t1 = time.perf_counter()
         grads = [None if x is None else np.asarray(x, dtype=np.float64) for x in c.grads]
         ys = [np.asarray(y) for y in c.outputs]

@@ -63,8 +63,8 @@ class Isolated:
     backward of a `while` program can leave state that a later program's backward trips over:
     docs/paddle.md, finding 18), and a `crash` verdict names a case that replays as one."""
 
-    def __init__(self, spec: str, timeout: float = 60.0) -> None:
-        self.spec, self.timeout = spec, timeout
+    def __init__(self, spec: str, timeout: float = 60.0, device: str = "cpu") -> None:
+        self.spec, self.timeout, self.device = spec, timeout, device
         self.proc: subprocess.Popen[str] | None = None
         self.log = tempfile.TemporaryFile(mode="w+")
         self.version = ""
@@ -74,7 +74,7 @@ class Isolated:
     def _start(self) -> subprocess.Popen[str]:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gradcert.conformance.worker", self.spec],
+            [sys.executable, "-m", "gradcert.conformance.worker", self.spec, self.device],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,

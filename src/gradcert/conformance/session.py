@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..generators.case import Case
+from ..reference.interpreter import namespace
 from .api import FAILING, BackendResult, Verdict
 from .areas import Area
 from .backends import resolve
@@ -40,14 +41,19 @@ class Session:
         seed: int = 0,
         exhaustive: bool = False,
         budget: float | None = None,
+        device: str = "cpu",
     ) -> None:
+        """`device`: where the backend runs its cases, and where the reference's interpreter runs
+        the expected gradients and finite differences (NumPy on "cpu", CuPy on "gpu")."""
         self.spec, self.profile, self.seed, self.exhaustive = spec, profile, seed, exhaustive
-        backend = resolve(spec)  # fails fast, in this process, for an unknown backend
+        self.device = device
+        self.xp = namespace(device)  # (CuPy missing: one line, before the backend is asked)
+        backend = resolve(spec, device)  # fails fast, in this process, for an unknown backend or device
         self.name = backend.name
         self.capabilities = backend.capabilities
         isolate = (spec != "reference") if isolate is None else isolate
-        self.runner: InProcess | Isolated = Isolated(spec, timeout) if isolate else InProcess(backend)
-        self.reference = ReferenceBackend(listing=False)  # the expected gradients only
+        self.runner: InProcess | Isolated = Isolated(spec, timeout, device) if isolate else InProcess(backend)
+        self.reference = ReferenceBackend(listing=False, xp=self.xp)  # the expected gradients only
         self.results = ResultsFile(results) if results is not None else None
         self.findings = Path(findings)
         # (test id, case id) -> (status, oracle, message): the verdicts this session gave, and those
@@ -162,7 +168,7 @@ class Session:
             return Verdict("error", "reference", f"reference backward: {type(e).__name__}: {e}"), timings
         timings["reference"] = time.perf_counter() - t
         t = time.perf_counter()
-        verdict = judge(case, got, ref, seed=self.seed, exhaustive=self.exhaustive)
+        verdict = judge(case, got, ref, seed=self.seed, exhaustive=self.exhaustive, xp=self.xp)
         if verdict.status == "pass" and area.check == "linearity" and case.cotangents is not None:
             linear = self._linearity(case, got)
             verdict = verdict if linear.status == "pass" else linear  # (a pass keeps the error measured)
@@ -229,7 +235,7 @@ class Session:
             if v.status == "known":
                 rec["known_case"] = self.known[sig].case
         if draw is not None and v.kind:
-            rec["replay"] = f"gradcert replay '{test_id}[{draw}]' --backend {self.spec}"
+            rec["replay"] = f"gradcert replay '{test_id}[{draw}]' --backend {self.spec}{self._on()}"
         if self.results is not None:
             self.results.append(rec)
         self.done[(test_id, draw or rec["case_id"])] = self._verdict(v.status, v.oracle, v.message, v.kind)
@@ -277,4 +283,8 @@ class Session:
         return path.resolve()
 
     def replay_command(self, path: Path) -> str:
-        return f"gradcert replay {path} --backend {self.spec}"
+        return f"gradcert replay {path} --backend {self.spec}{self._on()}"
+
+    def _on(self) -> str:
+        """The replay command's device option: none on the CPU."""
+        return "" if self.device == "cpu" else f" --device {self.device}"

@@ -94,10 +94,23 @@ def _refused_inplace(e: RuntimeError) -> bool:
 class TorchBackend:
     name = "torch"
     capabilities = frozenset({"if", "while", "nesting", "inplace", "combine_split", "double_grad"})
+    devices = ("cpu", "gpu")
     table: dict[str, Lower] = TABLE  # a subclass may lower some ops otherwise (tests plant bugs so)
 
     def __init__(self) -> None:
         self.version = framework_version("torch")  # (torch is imported at the first case)
+        self.device = "cpu"
+
+    def use_device(self, device: str) -> None:
+        """Run on CUDA tensors for "gpu": the inputs, the cotangents and every tensor a kernel
+        makes (torch's default device, set for the case)."""
+        if device == "gpu":
+            torch = self.torch
+            if not torch.cuda.is_available():
+                raise RuntimeError(
+                    f"PyTorch {torch.__version__} sees no CUDA device (torch.cuda.is_available() is False)"
+                )
+            self.device = "cuda"
 
     @functools.cached_property
     def torch(self) -> Any:
@@ -113,7 +126,8 @@ class TorchBackend:
 
     def run(self, case: Case) -> BackendResult:
         try:
-            return self._run(case)
+            with self.torch.device(self.device):
+                return self._run(case)
         except RuntimeError as e:
             if _refused_inplace(e):
                 raise Unsupported(f"PyTorch refuses an in-place op: {' '.join(str(e).split())[:300]}") from None
@@ -126,7 +140,7 @@ class TorchBackend:
         for i, (v, x) in enumerate(zip(case.program.inputs, case.inputs)):
             t = v.type
             assert isinstance(t, TensorType)
-            leaf = self.torch.from_numpy(np.array(x))
+            leaf = self.torch.from_numpy(np.array(x)).to(self.device)
             leaf.requires_grad_(i in wanted and is_differentiable(t) and not v.stop_gradient)
             out.append(leaf)
         return out
@@ -175,7 +189,11 @@ class TorchBackend:
     ) -> list[Any]:
         """Gradients of sum <u_k, y_k> w.r.t. `xs`, mapped onto the contract's `None`."""
         torch = self.torch
-        us = [torch.ones_like(y) for y in ys] if cots is None else [torch.from_numpy(np.array(u)) for u in cots]
+        us = (
+            [torch.ones_like(y) for y in ys]
+            if cots is None
+            else [torch.from_numpy(np.array(u)).to(self.device) for u in cots]
+        )
         pairs = [(y, u) for y, u in zip(ys, us) if y.requires_grad]
         wanted = [x for x in xs if x.requires_grad]
         got: list[Any] = [None] * len(xs)

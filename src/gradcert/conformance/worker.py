@@ -1,5 +1,6 @@
 """A worker process: runs one backend on case after case (one JSON line in, one out), so that a
-backend's native crash or hang costs that case alone. `python -m gradcert.conformance.worker SPEC`."""
+backend's native crash or hang costs that case alone. `python -m gradcert.conformance.worker SPEC
+[DEVICE]`."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from .wire import result_to_json
 
 
 def main() -> None:
-    backend = resolve(sys.argv[1])
+    backend = resolve(sys.argv[1], *sys.argv[2:3])
     gc.freeze()  # what is loaded lives as long as the worker: out of the collector's scans
     out = sys.stdout
     sys.stdout = sys.stderr  # whatever the backend prints must not corrupt the protocol

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .interpreter import Evaluation, Interpreter
+from .interpreter import Evaluation, Interpreter, to_numpy
 from .ir import Program, Value
 
 # h relative to the input scale: with Richardson the truncation error is ~h^4 |f^(5)| and the
@@ -35,7 +35,7 @@ class Directional:
 def _f(outs: Sequence[Any], cots: Sequence[np.ndarray | None]) -> float:
     return float(
         sum(
-            np.vdot(np.asarray(u, dtype=np.float64), np.asarray(y, dtype=np.float64))
+            np.vdot(np.asarray(u, dtype=np.float64), to_numpy(y).astype(np.float64, copy=False))
             for u, y in zip(cots, outs)
             if u is not None  # (an output not differentiated)
         )
@@ -62,13 +62,17 @@ class Base:
 
 
 def unperturbed(
-    program: Program, inputs: Sequence[np.ndarray], held: frozenset[Value], ran: Evaluation | None = None
+    program: Program,
+    inputs: Sequence[np.ndarray],
+    held: frozenset[Value],
+    ran: Evaluation | None = None,
+    xp: Any = np,
 ) -> Base:
-    """The unperturbed run: taken from `ran` (a run of the same program at the same inputs that
-    kept every held value), else made."""
-    if ran is not None and ran.of(program, inputs) and held <= ran.values.keys():
+    """The unperturbed run on the array namespace `xp`: taken from `ran` (a NumPy run of the same
+    program at the same inputs that kept every held value), else made."""
+    if xp is np and ran is not None and ran.of(program, inputs) and held <= ran.values.keys():
         return Base(ran.trace, {v: [ran.values[v]] for v in held})
-    r = Interpreter(keep=held)
+    r = Interpreter(xp, keep=held)
     return Base(r.run(program, inputs).trace, r.kept)
 
 
@@ -80,16 +84,18 @@ def directional(
     held: frozenset[Value] = frozenset(),
     step: float = STEP,
     base: Base | None = None,
+    xp: Any = np,
 ) -> Directional:
-    """The directional derivative; `direction[i]` None leaves input i unperturbed. `base`: the
-    unperturbed run, where it was made already (`unperturbed`)."""
-    base = base or unperturbed(program, inputs, held)
+    """The directional derivative, the program run on the array namespace `xp` (inputs, direction
+    and cotangents on the host); `direction[i]` None leaves input i unperturbed. `base`: the
+    unperturbed run (on `xp`), where it was made already (`unperturbed`)."""
+    base = base or unperturbed(program, inputs, held, xp=xp)
     valid = True
 
     def f(t: float) -> float:
         nonlocal valid
         xs = [x if d is None else x + t * d for x, d in zip(inputs, direction)]
-        r = Interpreter(frozen=base.held).run(program, xs)
+        r = Interpreter(xp, frozen=base.held).run(program, xs)
         valid = valid and _same_trace(r.trace, base.trace)
         return _f(r.outputs, cotangents)
 
@@ -112,10 +118,11 @@ def jacobian_vjp(
     held: frozenset[Value] = frozenset(),
     step: float = STEP,
     base: Base | None = None,
+    xp: Any = np,
 ) -> tuple[list[np.ndarray], bool]:
     """Exhaustive mode: every element of the vector-Jacobian product, one direction per input
     element. Returns the gradients of inputs `wrt` and whether every estimate was valid."""
-    base = base or unperturbed(program, inputs, held)  # (one for every direction)
+    base = base or unperturbed(program, inputs, held, xp=xp)  # (one for every direction)
     grads, valid = [], True
     for i in wrt:
         x = np.asarray(inputs[i], dtype=np.float64)
@@ -124,7 +131,7 @@ def jacobian_vjp(
             e = np.zeros(x.shape)
             e[idx] = 1.0
             d = directional(
-                program, inputs, [e if k == i else None for k in range(len(inputs))], cotangents, held, step, base
+                program, inputs, [e if k == i else None for k in range(len(inputs))], cotangents, held, step, base, xp
             )
             g[idx] = d.value
             valid = valid and d.valid

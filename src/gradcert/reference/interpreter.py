@@ -68,7 +68,7 @@ class Evaluation:
 
 
 def namespace(device: str = "cpu") -> Any:
-    """The array namespace for a device name: "cpu" (NumPy) or "gpu" (CuPy)."""
+    """The array namespace for a device name: "cpu" (NumPy) or "gpu" (CuPy, with a CUDA device)."""
     if device == "cpu":
         return np
     if device == "gpu":
@@ -76,6 +76,12 @@ def namespace(device: str = "cpu") -> Any:
             import cupy
         except ImportError as e:
             raise InterpreterError("device 'gpu' needs CuPy: pip install 'gradcert[gpu]'") from e
+        try:
+            found = cupy.cuda.runtime.getDeviceCount()
+        except Exception as e:  # no driver, or a broken one: CUDARuntimeError
+            raise InterpreterError(f"device 'gpu': CuPy finds no CUDA device ({e})") from e
+        if not found:
+            raise InterpreterError("device 'gpu': CuPy finds no CUDA device")
         return cupy
     raise InterpreterError(f"unknown device {device!r} (expected cpu or gpu)")
 

@@ -1,0 +1,56 @@
+"""JAX's certify time on its two code paths, side by side on the same draws: `--backend jax` (each
+request traced whole under `jax.jit`, compiled once) and `--backend jax-eager` (`jax.vjp` eagerly,
+primitive by primitive). Prints each run's wall time and verdicts by status -- which must be the
+same on both paths, case for case, or the faster path certifies less -- and the ratio of their
+times (target: `jax` with 2 workers <= 120 s for the certify profile).
+
+    python bench/jax_paths.py [--profile certify] [--areas A,B] [--workers 2] [--paths jax,jax-eager]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import tempfile
+from pathlib import Path
+
+from scaling import run_certify
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--profile", default="certify")
+    ap.add_argument("--areas", default="")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--paths", default="jax,jax-eager")
+    args = ap.parse_args()
+    times, verdicts = {}, {}
+    for backend in args.paths.split(","):
+        with tempfile.TemporaryDirectory() as d:
+            wall, records = run_certify(backend, args.profile, args.areas, args.workers, Path(d))
+        cases = {(r["test_id"], r["case_id"]): r["status"] for r in records if r.get("case_id")}
+        times[backend], verdicts[backend] = wall, cases
+        counts = collections.Counter(cases.values())
+        said = ", ".join(f"{n} {status}" for status, n in counts.most_common())
+        print(
+            f"{backend}, {args.workers} worker(s), {args.profile}: {wall:.1f} s, {len(cases)} verdicts: {said}",
+            flush=True,
+        )
+    first, *others = args.paths.split(",")
+    for other in others:
+        differ = [
+            k
+            for k in verdicts[first].keys() | verdicts[other].keys()
+            if verdicts[first].get(k) != verdicts[other].get(k)
+        ]
+        for k in sorted(differ)[:10]:
+            print(f"  differs: {k[0]}[{k[1]}]: {first} {verdicts[first].get(k)}, {other} {verdicts[other].get(k)}")
+        print(f"verdicts that differ, {first} / {other}: {len(differ)}")
+        print(f"ratio certify time {other} / {first}: {times[other] / times[first]:.2f}")
+    if any(verdicts[first] != verdicts[o] for o in others):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
