@@ -1,10 +1,11 @@
-"""JAX's certify time on its two code paths, side by side on the same draws: `--backend jax` (each
-request traced whole under `jax.jit`, compiled once) and `--backend jax-eager` (`jax.vjp` eagerly,
-primitive by primitive). Prints each run's wall time and verdicts by status -- which must be the
-same on both paths, case for case, or the faster path certifies less -- and the ratio of their
-times (target: `jax` with 2 workers <= 120 s for the certify profile).
+"""JAX's certify time on its code paths, side by side on the same draws: `--backend jax` (staged
+where a case has control flow, eager where it is straight-line), `jax-eager` (`jax.vjp` eagerly,
+primitive by primitive) and `jax-jit` (each request traced whole under `jax.jit`, compiled once).
+Prints each run's wall time and verdicts by status -- which must be the same on every path, case
+for case, or a faster path certifies less -- and the ratio of each path's time to the first's
+(target: `jax` with 2 workers <= 120 s for the certify profile).
 
-    python bench/jax_paths.py [--profile certify] [--areas A,B] [--workers 2] [--paths jax,jax-eager]
+    python bench/jax_paths.py [--profile certify] [--areas A,B] [--workers 2] [--paths jax,jax-eager,jax-jit]
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def main() -> None:
     ap.add_argument("--profile", default="certify")
     ap.add_argument("--areas", default="")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--paths", default="jax,jax-eager")
+    ap.add_argument("--paths", default="jax,jax-eager,jax-jit")
     args = ap.parse_args()
     times, verdicts = {}, {}
     for backend in args.paths.split(","):

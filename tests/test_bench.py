@@ -65,7 +65,10 @@ BENCHES = {
     ),
     "jax_paths.py": (
         ["--profile", "quick", "--areas", "elementwise,while", "--workers", "1"],
-        [r"verdicts that differ, jax / jax-eager: 0", f"ratio certify time jax-eager / jax: {NUMBER}"],
+        [
+            *(f"verdicts that differ, jax / {p}: 0" for p in ("jax-eager", "jax-jit")),
+            *(f"ratio certify time {p} / jax: {NUMBER}" for p in ("jax-eager", "jax-jit")),
+        ],
     ),
     "generation.py": (["--draws", "40"], [f"ratio fast path / hypothesis draws per second: {NUMBER}"]),
     "fuzz_reference.py": (["--cases", "40"], [r"false alarms: 0; invalid rate: \d+\.\d+%"]),

@@ -195,7 +195,7 @@ def test_jax_loop_trip_count_known_when_tracing_or_unsupported() -> None:
         jax.run(_case(BOUND_IN_BRANCH, [0, 1], [*xs, np.array(True)]))
 
 
-@pytest.mark.parametrize("spec", ["jax", "jax-eager"])
+@pytest.mark.parametrize("spec", ["jax", "jax-eager", "jax-jit"])
 def test_jax_loop_bound_from_an_input_is_judged_on_both_paths(spec: str) -> None:
     """Staged, the bound is abstract under `jax.jit`: the case runs eagerly, and is judged alike."""
     case = _case(TOP_LEVEL_BOUND, [0, 1], [np.array([0.1, 0.2, 0.3]), np.array(3.5)])
@@ -209,7 +209,7 @@ def test_jax_paths_agree_on_maximum_where_its_mask_compares_a_recomputed_value()
     with the reference."""
     case = load_case(ROOT / "tests" / "cases" / "maximum_tie_mask_recomputed.case")
     ref = ReferenceBackend().run(case)
-    for spec in ("jax", "jax-eager"):
+    for spec in ("jax", "jax-eager", "jax-jit"):
         got = resolve(spec).run(case)
         assert judge(case, got, ref).status == "pass", spec
 

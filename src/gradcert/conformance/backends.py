@@ -25,6 +25,7 @@ BUILTIN = {
     "torch": "gradcert.conformance.torch_backend:TorchBackend",
     "jax": "gradcert.conformance.jax_backend:JaxBackend",
     "jax-eager": "gradcert.conformance.jax_backend:JaxEagerBackend",
+    "jax-jit": "gradcert.conformance.jax_backend:JaxJitBackend",
 }
 # what each built-in backend's framework needs installed: (module, distribution), the first named
 # in the backend's version; the extra to install is the backend's name
@@ -33,6 +34,7 @@ NEEDS = {
     "torch": [("torch", "torch"), ("array_api_compat", "array-api-compat")],
     "jax": [("jax", "jax")],
     "jax-eager": [("jax", "jax")],
+    "jax-jit": [("jax", "jax")],
 }
 
 

@@ -67,6 +67,11 @@ class Options:
     shrink_seconds: float = 30.0
     device: str = "cpu"
 
+    @property
+    def gpus(self) -> int:
+        """GPUs a task asks Ray for: one on `--device gpu` (Ray places it on a node that has one)."""
+        return int(self.device == "gpu")
+
     def replay(self, what: str) -> str:
         """The command that replays `what` (a case file, or a drawn case's name)."""
         on = "" if self.device == "cpu" else f" --device {self.device}"
@@ -328,7 +333,7 @@ class Driver(Writer):
         self.ray, self.opts, self.plan, self.workers = ray, opts, plan, workers
         self.done = night.done or set()
         shard = ray.remote(num_returns="streaming", max_retries=0)(judge_shard)
-        self._shard = shard.options(num_cpus=1)
+        self._shard = shard.options(num_cpus=1, num_gpus=opts.gpus)
 
     def submit(self, shard: _Shard, start: int, one: bool = False) -> Any:
         """Run `shard` from case `start` on (`one`: that case alone) for what is left of its slice
@@ -426,7 +431,7 @@ class Driver(Writer):
 
     def shrink(self, new: list[str], findings: Path) -> None:
         """One Ray task per new defect: its case shrunk, its record written, its case saved here."""
-        task = self.ray.remote(max_retries=1)(shrink_defect).options(num_cpus=1)
+        task = self.ray.remote(max_retries=1)(shrink_defect).options(num_cpus=1, num_gpus=self.opts.gpus)
         refs = {task.remote(self.opts, *self.failures[sig]): sig for sig in new}
         for ref in refs:
             try:
@@ -482,6 +487,8 @@ def run(args: Any) -> int:
     index = findings_index(findings)
     with runs.exclusive(results):
         connect(ray, args.address, workers)  # (unreachable: one line, before anything is written)
+        if opts.gpus and not ray.cluster_resources().get("GPU"):  # (its tasks would wait forever)
+            raise ClusterError(f"--device gpu: the Ray cluster at {args.address or 'local'} has no GPU")
         night = resume(results)
         if night.plan is None:
             total = args.minutes * 60 * workers

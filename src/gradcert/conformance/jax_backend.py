@@ -1,16 +1,19 @@
 """The `jax` and `jax-eager` backends: trace a case as a JAX function (float64, CPU) and ask
 `jax.vjp` for the gradients.
 
-Two modes, two code paths of JAX's (docs/torch-jax.md says what each certifies):
+Two code paths of JAX's (docs/torch-jax.md says what each certifies):
 
-- `jax` (staged): the whole request -- forward, `jax.vjp`, the cotangents applied, and for second
-  order the `jax.vjp` of that -- is traced under `jax.jit` and compiled by XLA once. A case whose
-  loop trip count depends on a traced value (no `jax.jit` can express it) runs eagerly instead.
-  XLA compiles with the flags a user's JAX has (docs/torch-jax.md says why not faster ones).
-- `jax-eager`: `jax.vjp` called eagerly, each primitive dispatched as it is met (control flow
-  compiled where it is met), as a user's code without `jax.jit` runs.
+- staged: the whole request -- forward, `jax.vjp`, the cotangents applied, and for second order
+  the `jax.vjp` of that -- traced under `jax.jit` and compiled by XLA once, with the flags a
+  user's JAX has (docs/torch-jax.md says why not faster ones). A case whose loop trip count
+  depends on a traced value (no `jax.jit` can express it) runs eagerly instead.
+- eager: `jax.vjp` called eagerly, each primitive dispatched as it is met (control flow compiled
+  where it is met), as a user's code without `jax.jit` runs.
 
-Lowering choices, both modes:
+`jax-jit` takes the staged path for every case, `jax-eager` the eager one, and `jax` the faster
+for the case: staged where it has control flow, eager where it is straight-line.
+
+Lowering choices, every path:
 
 - Every op with an Array-API kernel runs that kernel on `jax.numpy`; `pad` is `jnp.pad`. In-place
   ops are their functional op (JAX arrays are immutable): what is certified is that the backward
@@ -105,15 +108,16 @@ class _JaxLowering(Lowering):
 
 
 class JaxBackend:
-    """Staged: each case's forward and backward traced whole under `jax.jit` and compiled once
-    (a case whose trip count depends on a traced value runs eagerly: `jax-eager`)."""
+    """A case with control flow staged (traced whole under `jax.jit`, compiled once; eagerly where
+    a trip count depends on a traced value), a straight-line case eager: `jax-jit` and
+    `jax-eager` take one path for every case."""
 
     name = "jax"
     capabilities = frozenset({"if", "while", "nesting", "inplace", "combine_split", "double_grad"})
     table: dict[str, Lower] = TABLE  # a subclass may lower some ops otherwise (tests plant bugs so)
 
     devices = ("cpu", "gpu")
-    staged = True
+    staged: bool | str = "auto"
 
     def __init__(self) -> None:
         self.version = framework_version("jax")  # (jax is imported at the first case)
@@ -173,7 +177,10 @@ class JaxBackend:
                 vjp([jnp.ones_like(y) for y in ys] if cots is None else [jnp.asarray(u) for u in cots])
             ), outputs
 
-        staged = self.staged
+        # (auto: control flow staged, where compiling the whole case beats compiling each
+        # `lax.cond` and `scan` as it is met; straight-line cases eager, their primitives compiled
+        # once per shape and reused from case to case)
+        staged = any(op.blocks for op in case.program.walk()) if self.staged == "auto" else self.staged
 
         def call(fn: Callable[..., Any], *xs: Any) -> Any:
             """`fn` staged (traced under `jax.jit`, compiled once), or eagerly where it must be."""
@@ -246,3 +253,11 @@ class JaxEagerBackend(JaxBackend):
 
     name = "jax-eager"
     staged = False
+
+
+class JaxJitBackend(JaxBackend):
+    """Staged: every request traced whole under `jax.jit` and compiled once, the path of a user's
+    code under `jax.jit`."""
+
+    name = "jax-jit"
+    staged = True
