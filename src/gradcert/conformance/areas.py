@@ -16,9 +16,6 @@ if TYPE_CHECKING:  # (the generators are imported where cases are drawn: certify
     from ..generators import Case
     from ..generators.features import Features
 
-_BASIC = frozenset({"unary", "binary", "fanout"})
-_REQ = ("stop_gradient", "no_grad", "cotangents", "multi_output", "unreachable")
-
 
 @dataclass(frozen=True)
 class Area:
@@ -54,10 +51,12 @@ AREAS = {
 }
 
 
-def feats(*enabled: str, required: tuple[str, ...] = (), depth: int = 1, ops: int = 6) -> Features:
-    from ..generators.features import Features
+def feats(*required: str, without: tuple[str, ...] = (), depth: int = 2, ops: int = 6) -> Features:
+    """A test's draws: every feature may be in a case (swarm switches, per draw, pick which) and
+    `required` ones are in every case; `depth` nests if/while, `ops` top-level steps."""
+    from ..generators.features import ALL, Features
 
-    return Features(frozenset(enabled) | frozenset(required), ops, depth, True, frozenset(required))
+    return Features(ALL - frozenset(without), ops, depth, True, frozenset(required))
 
 
 # The backend's declared capabilities, set by the plugin before the first draw: every area's

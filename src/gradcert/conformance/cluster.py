@@ -159,6 +159,7 @@ def judge_shard(
     """Judge test `test_id`'s seeded cases from number `start` on for `seconds` (`one`: only case
     `start`), the example database's cases for the test first where `replay`. Yields the verdict
     records in batches: (the number of the batch's last case, its records), -1 for the database's."""
+    from ..generators.coverage import Tally
     from .search import database, draw_and_check
 
     session, search, sink = _state(opts)
@@ -169,12 +170,15 @@ def judge_shard(
         yield -1, [{**r, **worker} for r in sink.take()]
     t0 = sent = time.monotonic()
     k = start
+    tally = Tally()
     while k == start or (not one and time.monotonic() - t0 < seconds):
-        draw_and_check(session, test_id, area, features, k, (base << 24) + k)
+        tally.pairs.update(draw_and_check(session, test_id, area, features, k, (base << 24) + k)[3])
+        tally.cases += 1
         if time.monotonic() - sent >= batch:
             yield k, [{**r, **worker} for r in sink.take()]
             sent = time.monotonic()
         k += 1
+    session.coverage(test_id, area, tally)  # (the shard's: a report adds the shards' up)
     if sink.records:
         yield k - 1, [{**r, **worker} for r in sink.take()]
 

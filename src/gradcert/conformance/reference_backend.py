@@ -67,7 +67,7 @@ class ReferenceBackend:
                 case.order,
                 tuple(case.outputs),
                 tuple(case.wrt),
-                tuple(case.no_grad),
+                tuple(map(id, case.no_grad)),  # (the program's values, by id: not kept alive past the case)
                 case.cotangents is None,
                 case.cotangents2 is None,
             )

@@ -264,6 +264,8 @@ def print_summary(loaded: Any, known: dict[str, Any], out: IO[str] = sys.stdout)
         print("  " + "area".ljust(width) + "".join(s.rjust(max(len(s), 5) + 2) for s in shown), file=out)
         for area, c in per.items():
             print("  " + area.ljust(width) + "".join(str(c[s]).rjust(max(len(s), 5) + 2) for s in shown), file=out)
+    for backend, tally in loaded.coverage.items():
+        print(f"\n{backend}: {tally.summary()}", file=out)
     found = defects(loaded, known)
     for d in found:
         ex = d.example or {}

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import time
 import unittest
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -35,6 +36,7 @@ from .. import collector
 from ..generators.build import Generator
 from ..generators.case import Case
 from ..generators.choices import Chooser, Seeded, Simplest
+from ..generators.coverage import Pair, Tally, pairs
 from ..generators.features import Features
 from ..generators.second_order import second_order
 from .api import FAILING, Verdict
@@ -81,12 +83,23 @@ class Search:
         if self.db:
             store = database(self.db)
             self._replay(session, test_id, area, key, strategy(), store, found)
-        base = int.from_bytes(hashlib.sha256(key.encode()).digest()[:6] if self.derandomize else os.urandom(6))
+        base = _base(key, self.derandomize)
+        tally = Tally()
+        # fuzzing steers towards the pairs this test's earlier nights (the database) and this run met least
+        seen = _seen(store, key) if not self.derandomize else None
         for k in range(self.examples):
             if session.over_budget(test_id):
                 break
-            v, case, choices = draw_and_check(session, test_id, area, features, k, (base << 24) + k)
+            seeds = range(base + STEER * k, base + STEER * (k + 1)) if seen is not None and k else [base + k]
+            v, case, choices, hit = draw_and_check(session, test_id, area, features, k, seeds, seen)
+            tally.pairs.update(hit)
+            tally.cases += 1
+            if seen is not None:
+                seen.pairs.update(hit)
             _group(found, area, v, case, choices)
+        session.coverage(test_id, area, tally)
+        if seen is not None and store is not None:
+            _save_seen(store, key, seen)
         reports = []
         for sig, f in found.items():
             if f.verdict.status == "known":
@@ -203,11 +216,17 @@ def _group(found: dict[str, Found], area: Area, v: Verdict, case: Case | None, c
 
 
 def draw_and_check(
-    session: Session, test_id: str, area: Area, features: Features, k: int, seed: int
-) -> tuple[Verdict, Case | None, list[int]]:
-    """Draw case `k` of a test's search (`seed`) and judge it: the verdict, the case where it
-    failed (None where it passed: its programs are garbage at its end, below), and the choices
-    that drew it.
+    session: Session,
+    test_id: str,
+    area: Area,
+    features: Features,
+    k: int,
+    seeds: int | Sequence[int],
+    seen: Tally | None = None,
+) -> tuple[Verdict, Case | None, list[int], set[Pair]]:
+    """Draw case `k` of a test's search and judge it: the verdict, the case where it failed (None
+    where it passed: its programs are garbage at its end, below), the choices that drew it and the
+    coverage pairs it hit. Of several `seeds`, the case whose pairs `seen` has met least is judged.
 
     One case at a time for the cyclic collector: a case's programs are cycles (values and ops
     point at each other) that only it frees. Left to itself it ran mid-case, found the case's
@@ -215,17 +234,25 @@ def draw_and_check(
     the rarer, slower collections freed. Paused for the case and run at its end, when the case
     is garbage, it finds all of it young (`gc.callbacks`; docs/performance.md)."""
     with collector.paused(collect_young=True):
-        return _draw_and_judge(session, test_id, area, features, k, seed)
+        return _draw_and_judge(session, test_id, area, features, k, [seeds] if isinstance(seeds, int) else seeds, seen)
 
 
 def _draw_and_judge(
-    session: Session, test_id: str, area: Area, features: Features, k: int, seed: int
-) -> tuple[Verdict, Case | None, list[int]]:
+    session: Session, test_id: str, area: Area, features: Features, k: int, seeds: Sequence[int], seen: Tally | None
+) -> tuple[Verdict, Case | None, list[int], set[Pair]]:
     t = time.perf_counter()
-    chooser = Seeded(seed) if k else Simplest()  # first the smallest case, as hypothesis
-    case = draw(chooser, features, area.order, area.name)
+    best: tuple[float, Seeded, Case, set[Pair], int] | None = None
+    for seed in seeds:
+        chooser = Seeded(seed) if k else Simplest()  # first the smallest case, as hypothesis
+        case = draw(chooser, features, area.order, area.name)
+        hit = pairs(case)
+        score = seen.novelty(hit) if seen is not None and len(seeds) > 1 else 0.0
+        if best is None or score > best[0]:
+            best = (score, chooser, case, hit, seed)
+    assert best is not None
+    _, chooser, case, hit, seed = best
     v = session.check(test_id, area, case, time.perf_counter() - t, f"seed:{seed:x}" if k else "simplest")
-    return v, case if v.kind else None, chooser.choices
+    return v, case if v.kind else None, chooser.choices, hit
 
 
 def draw(chooser: Chooser, features: Features, order: int, area: str = "") -> Case:
@@ -235,6 +262,52 @@ def draw(chooser: Chooser, features: Features, order: int, area: str = "") -> Ca
     case = second_order(case, chooser) if order == 2 else case
     case.area = area  # (a case made here: set, not copied)
     return case
+
+
+def _base(key: str, derandomize: bool) -> int:
+    """The first seed of a test's search: from its key (the same cases every run) or at random."""
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:6] if derandomize else os.urandom(6)) << 24
+
+
+def drawn(examples: int, capabilities: frozenset[str] | None = None) -> Iterator[Case]:
+    """Every case a derandomized run of `examples` cases per certification test draws (the
+    `certify` profile: 250), for a backend of `capabilities` (None: every one), test by test."""
+    for test in tests().values():
+        spec, features, key = test._gradcert_area, test._gradcert_features, test._gradcert_key  # type: ignore[attr-defined]
+        if capabilities is not None:
+            if not spec.needs <= capabilities:
+                continue
+            features = features.narrow(capabilities)
+        base = _base(key, True)
+        for k in range(examples):
+            yield draw(Seeded(base + k) if k else Simplest(), features, spec.order, spec.name)
+
+
+# fuzzing draws this many cases for each one it judges, and judges the one that adds most coverage
+STEER = 4
+
+
+def _seen(store: Any, key: str) -> Tally:
+    """The pairs this test's cases met on earlier nights, as the example database keeps them."""
+    seen = Tally()
+    if store is not None:
+        for blob in store.fetch(_coverage_key(key)):
+            try:
+                seen.merge(Tally.from_json(json.loads(blob)))
+            except (ValueError, TypeError, AttributeError):
+                pass  # (not a tally: another tool's entry)
+    return seen
+
+
+def _save_seen(store: Any, key: str, seen: Tally) -> None:
+    k = _coverage_key(key)
+    for old in list(store.fetch(k)):
+        store.delete(k, old)
+    store.save(k, json.dumps(seen.to_json()).encode())
+
+
+def _coverage_key(key: str) -> bytes:
+    return b"gradcert-coverage/" + key.encode()
 
 
 def redraw(test_id: str, drawn: str, capabilities: frozenset[str] | None = None) -> Case:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from .oracles import reference as compare_reference
 from .reference_backend import ReferenceBackend
 from .results import ResultsFile
 from .runner import InProcess, Isolated, Outcome
+
+if TYPE_CHECKING:
+    from ..generators.coverage import Tally
 
 Held = tuple[str, str, str, str]  # a verdict as a session holds it: status, oracle, message, kind
 AGAIN = 2  # a new failure is judged this many times more: answers that differ are nondeterministic
@@ -240,6 +243,12 @@ class Session:
             self.results.append(rec)
         self.done[(test_id, draw or rec["case_id"])] = self._verdict(v.status, v.oracle, v.message, v.kind)
         self.last = rec
+
+    def coverage(self, test_id: str, area: Area, tally: Tally) -> None:
+        """Record the coverage pairs `test_id`'s cases hit (`generators/coverage.py`)."""
+        if self.results is not None and tally.cases:
+            rec = {"coverage": test_id, "area": area.name, "backend": self.name, "profile": self.profile}
+            self.results.append({**rec, **tally.to_json()})
 
     def defect(self, test_id: str, area: Area, sig: str, case: Case, v: Verdict, cases: int, shrunk: bool) -> str:
         """Record a defect found by `test_id` (its signature, the number of its cases the test met,

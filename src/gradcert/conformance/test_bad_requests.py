@@ -2,4 +2,4 @@
 
 from .areas import certify_test, feats
 
-test_wrong_cotangent_shape = certify_test("bad_requests", feats("unary", "binary", required=("cotangents",)))
+test_wrong_cotangent_shape = certify_test("bad_requests", feats("cotangents", ops=4, depth=1))

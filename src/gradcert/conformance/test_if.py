@@ -2,5 +2,5 @@
 
 from .areas import certify_test, feats
 
-test_if = certify_test("if", feats("unary", "binary", required=("if",)))
-test_if_mixed = certify_test("if", feats("unary", "binary", "reduction", "shape", "fanout", required=("if",)))
+test_if = certify_test("if", feats("if", ops=4, depth=1))
+test_if_mixed = certify_test("if", feats("if"))

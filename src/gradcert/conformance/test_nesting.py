@@ -2,5 +2,5 @@
 
 from .areas import certify_test, feats
 
-test_nested = certify_test("nesting", feats("unary", "binary", "if", "while", required=("nested",), depth=2))
-test_nested_deep = certify_test("nesting", feats("unary", "binary", "if", "while", required=("nested",), depth=3))
+test_nested = certify_test("nesting", feats("nested", depth=3))
+test_nested_deep = certify_test("nesting", feats("nested", depth=4))

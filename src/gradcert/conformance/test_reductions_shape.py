@@ -2,5 +2,5 @@
 
 from .areas import certify_test, feats
 
-test_reductions = certify_test("reductions_shape", feats("unary", "reduction", required=("reduction",)))
-test_shape_ops = certify_test("reductions_shape", feats("unary", "binary", "shape", required=("shape",)))
+test_reductions = certify_test("reductions_shape", feats("reduction", ops=4, depth=1))
+test_shape_ops = certify_test("reductions_shape", feats("shape"))

@@ -2,5 +2,5 @@
 
 from .areas import certify_test, feats
 
-test_while = certify_test("while", feats("unary", "binary", required=("while",)))
-test_while_mixed = certify_test("while", feats("unary", "binary", "reduction", "fanout", required=("while",)))
+test_while = certify_test("while", feats("while", ops=4, depth=1))
+test_while_mixed = certify_test("while", feats("while"))

@@ -14,7 +14,10 @@ shrinks them). Validity is built in, never filtered for:
   distance >= MARGIN from its kink; `if` predicates keep the same margin;
 - loop bodies are built on bounds rather than values (a trip's values are unknown while the body is
   drawn): they use kink-free ops with a known bound and end each carried value with a squashing op;
-  predicates inside loops test the integer trip counter; trip counts are constants in 0..3;
+  predicates inside loops test the integer trip counter; a loop runs 0..8 trips, counted by an
+  integer or decided by a float condition (a carried `t` in (0.1, 0.3) + 1 per trip against
+  `trips - 0.5`: every comparison keeps a margin of 0.2), and nested loops share a budget of
+  TRIP_BUDGET trips in all;
 - in-place ops consume only a value of their own block, which then leaves the pool: it has no
   later use.
 """
@@ -22,6 +25,7 @@ shrinks them). Validity is built in, never filtered for:
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -40,7 +44,10 @@ from .features import Features
 
 BOUND = 6.0
 MARGIN = 0.05  # >> the finite-difference step (1e-3): no kink or branch flips under perturbation
-SHAPES: list[tuple[int, ...]] = [(3,), (), (2, 3), (2, 1), (3, 2), (1, 3)]
+SHAPES: list[tuple[int, ...]] = [(3,), (), (2, 3), (2, 1), (3, 2), (1, 3), (2, 1, 3), (1, 2, 1, 3)]
+MAX_RANK = 4
+MAX_TRIPS = 8
+TRIP_BUDGET = 16  # the trips of nested loops, multiplied: bounds a case's run time
 SQUASH = ["tanh", "sin", "sigmoid"]
 UNARY = ["tanh", "sin", "cos", "exp", "sigmoid", "square", "neg", "scale", "log", "sqrt", "reciprocal", "abs", "relu"]
 BINARY = ["add", "multiply", "subtract", "divide", "maximum", "minimum", "pow"]
@@ -75,6 +82,7 @@ class _Scope:
     concrete: bool  # values are computed as they are drawn (top level, branches)
     depth: int
     counter: Value | None = None  # the trip counter, in a loop body
+    trips: int = TRIP_BUDGET  # the trips nested loops here may make, multiplied
     consts: dict[tuple[float, str], Value] = field(default_factory=dict)
     menu: list[str] | None = None  # the step families open here
     floats: list[Value] = field(init=False)  # the pool's float tensors, in its order
@@ -196,14 +204,14 @@ class Generator:
         return ok
 
     # --- steps: one family each ---------------------------------------------------------------
-    def steps(self, s: _Scope, least: int, most: int, sg: bool = False, forced: str | None = None) -> None:
+    def steps(self, s: _Scope, least: int, most: int, forced: str | None = None) -> None:
         """`least` to `most` steps, each after a "go on" flag: a failure shrinks by dropping steps."""
         n = 0
         # each step with its flag is one span: hypothesis drops a step whole
-        while self.ch.span(partial(self._step, s, n, least, most, sg, forced)):
+        while self.ch.span(partial(self._step, s, n, least, most, forced)):
             n += 1
 
-    def _step(self, s: _Scope, n: int, least: int, most: int, sg: bool, forced: str | None) -> bool:
+    def _step(self, s: _Scope, n: int, least: int, most: int, forced: str | None) -> bool:
         # the flag is drawn at `most` too, so that every case ends in a "stop": dropping a step
         # then leaves a valid case (a case drawn up to `most` would otherwise have no stop to reach)
         if n >= least and not self.ch.flag(0.7) or n >= most:
@@ -212,8 +220,10 @@ class Generator:
             getattr(self, "step_" + forced)(s)
         else:
             self.step(s)
-        if sg and "stop_gradient" in self.on and s.pool and self.ch.flag(0.1):
-            s.pool[-1].stop_gradient = True
+        # (a value an op of this block made: a loop's block argument is never marked)
+        if "stop_gradient" in self.on and s.pool and s.pool[-1].op is not None and s.pool[-1] in s.local:
+            if self.ch.flag(0.1):
+                s.pool[-1].stop_gradient = True
         return True
 
     def ensure_required(self, top: _Scope) -> None:
@@ -246,9 +256,7 @@ class Generator:
             s.menu = [
                 k
                 for k in ("unary", "binary", "reduction", "shape", "matmul", "vector", "misc", "if", "while")
-                if k in self.on
-                and (k not in ("if", "while") or s.depth < self.f.max_depth)
-                and (k != "misc" or s.concrete)
+                if k in self.on and (k not in ("if", "while") or s.depth < self.f.max_depth)
             ]
         menu = s.menu
         if not menu or not self.floats(s):
@@ -317,36 +325,38 @@ class Generator:
     def step_shape(self, s: _Scope) -> None:
         v = self.pick(s)
         shape = v.type.shape  # type: ignore[union-attr]
-        menu = ["unsqueeze", "reshape"]
-        if len(shape) == 2:
+        rank = len(shape)
+        menu = ["reshape"]
+        if rank < MAX_RANK:
+            menu += ["unsqueeze", "expand"]
+        if rank >= 2:
             menu.append("transpose")
         if any(d >= 2 for d in shape):
             menu += ["slice", "pad"]
         if 1 in shape:
             menu += ["squeeze", "expand"]
-        if len(shape) < 2:
-            menu.append("expand")
         name = self.ch.choice(menu)
         if name == "unsqueeze":
-            self.one(s, name, v, axes=[self.ch.integer(0, len(shape))] if len(shape) < 3 else [0])
+            self.one(s, name, v, axes=[self.ch.integer(0, rank)])
         elif name == "reshape":
-            n = int(np.prod(shape)) if shape else 1
-            self.one(s, name, v, shape=self.ch.choice([[n], [1, n], [n, 1]]))
+            self.one(s, name, v, shape=list(self.ch.choice(_factorings(int(np.prod(shape)) if shape else 1))))
         elif name == "transpose":
-            self.one(s, name, v, perm=[1, 0])
+            self.one(s, name, v, perm=list(self.ch.choice(_permutations(rank))))
         elif name in ("slice", "pad"):
             ax = self.ch.choice([i for i, d in enumerate(shape) if d >= 2])
             if name == "slice":
                 start = self.ch.integer(0, shape[ax] - 1)
                 self.one(s, name, v, axes=[ax], starts=[start], ends=[self.ch.integer(start + 1, shape[ax])])
             else:
-                low = [0] * len(shape)
+                low = [0] * rank
                 low[ax] = 1
-                self.one(s, name, v, low=low, high=[0] * len(shape))
+                self.one(s, name, v, low=low, high=[0] * rank)
         elif name == "squeeze":
-            self.one(s, name, v, axes=[shape.index(1)])
-        else:  # expand
-            new = [2 if d == 1 else d for d in shape] if 1 in shape else [2, *shape]
+            self.one(s, name, v, axes=[self.ch.choice([i for i, d in enumerate(shape) if d == 1])])
+        else:  # expand: a 1 to 2, or a new leading axis of 2
+            ones = [i for i, d in enumerate(shape) if d == 1]
+            k = self.ch.choice(ones) if ones and (rank == MAX_RANK or self.ch.flag(0.5)) else None
+            new = [2, *shape] if k is None else [2 if i == k else d for i, d in enumerate(shape)]
             self.one(s, name, v, shape=new)
 
     def step_matmul(self, s: _Scope) -> None:
@@ -390,7 +400,8 @@ class Generator:
 
     def step_misc(self, s: _Scope) -> None:
         v = self.pick(s)
-        name = self.ch.choice(["where", "assign"])
+        # (where's condition needs the values, which a loop body has not: it assigns)
+        name = self.ch.choice(["where", "assign"]) if s.concrete else "assign"
         if name == "assign":
             self.one(s, "assign", v)
             return
@@ -416,7 +427,7 @@ class Generator:
 
     def branch(self, s: _Scope, label: str, shapes: list[Value]) -> Block:
         blk = Block(label)
-        inner = _Scope(Builder(blk), list(s.pool), set(), s.concrete, s.depth + 1, s.counter)
+        inner = _Scope(Builder(blk), list(s.pool), set(), s.concrete, s.depth + 1, s.counter, s.trips)
         self.steps(inner, 0, 2)
         yields = []
         for like in shapes:
@@ -435,22 +446,44 @@ class Generator:
         self._after_region(s, op, blocks)
 
     def step_while(self, s: _Scope) -> None:
-        trips = self.ch.integer(0, 3)
+        """A loop of 0..8 trips (within the scope's budget), counted by its integer counter or, for a
+        `data` loop, decided by a float condition on a carried `t` (the module docstring)."""
+        data = self.ch.flag(0.3)
+        # a long loop (4..8 trips) one time in five: each trip costs every run of the case
+        most = min(MAX_TRIPS, s.trips)
+        trips = self.ch.integer(4, most) if most >= 4 and self.ch.flag(0.2) else self.ch.integer(0, min(3, most))
         carried = [self.pick(s)]
         if self.ch.flag(0.3):
             carried.append(self.pick(s))
-        one, lim = self.const(s, 1), self.const(s, trips)
-        i0 = self.const(s, 0)
+        one, i0 = self.const(s, 1), self.const(s, 0)
+        if data:
+            v = self.pick(s)
+            red = v if v.type.rank == 0 else self.one(s, "sum", v, axes=[], keepdim=False)  # type: ignore[union-attr]
+            t0 = self.one(s, "scale", self.one(s, "sigmoid", red), scale=0.2, bias=0.1)
+            lim, step = self.const(s, trips - 0.5, "f64"), self.const(s, 1.0, "f64")
+            carried.insert(0, t0)
+        else:
+            lim = self.const(s, trips)
         types = [i0.type] + [v.type for v in carried]
-        cond = Builder(s.b.block).block_of("cond", types, lambda b, i, *rest: [b.less_than(i, lim)])
+        cond = Builder(s.b.block).block_of(
+            "cond", types, lambda b, i, *rest: [b.less_than(rest[0] if data else i, lim)]
+        )
         body = Block("body", [Value(t) for t in types])
-        for a, v in zip(body.args[1:], carried):
+        args = body.args[1:]
+        for a, v in zip(args, carried):
             self.bound[a] = max(self.bound[v], 1.0)
-        inner = _Scope(Builder(body), [*s.pool, *body.args[1:]], set(body.args[1:]), False, s.depth + 1, body.args[0])
+        if data:
+            self.bound[args[0]] = MAX_TRIPS + 0.5
+        local = set(args[1:] if data else args)  # (t only counts: no in-place op may overwrite it)
+        inner = _Scope(
+            Builder(body), [*s.pool, *args], local, False, s.depth + 1, body.args[0], s.trips // max(trips, 1)
+        )
         self.steps(inner, 1, 3, forced="if" if self.force_nested else None)
         self.force_nested = False
         yields = [self.emit(inner, "add", [body.args[0], one])[0]]
-        for like in carried:
+        if data:
+            yields.append(self._detached(inner, self.emit(inner, "add", [args[0], step])[0]))
+        for like in carried[1:] if data else carried:
             cands = [v for v in self.floats(inner) if v.type == like.type]
             v = cands[-1] if self.ch.flag(0.75) else self.ch.choice(cands[::-1])
             squash = self.ch.choice(SQUASH)
@@ -465,15 +498,9 @@ class Generator:
         if s.concrete:
             self._evaluate(s, op)
         else:
-            for r in op.results:
-                self.bound[r] = (
-                    1.0
-                    if op.name == "while"
-                    else max(
-                        self.bound.get(b.terminator.operands[op.results.index(r)], 1.0)  # type: ignore[union-attr]
-                        for b in blocks
-                    )
-                )
+            ends = blocks[-1:] if op.name == "while" else blocks  # (a loop's results are its body's yields)
+            for k, r in enumerate(op.results):
+                self.bound[r] = max(self.bound.get(b.terminator.operands[k], 1.0) for b in ends)  # type: ignore[union-attr]
         s.add(op.results)
         s.local.update(op.results)
 
@@ -494,7 +521,7 @@ class Generator:
             top.add([v])
             top.local.add(v)
             self.pb_inputs.append(v)
-        self.steps(top, 1, self.f.max_ops, sg=True)
+        self.steps(top, 1, self.f.max_ops)
         self.ensure_required(top)
         if "unreachable" in self.on:
             shape = self.ch.choice(SHAPES)
@@ -511,7 +538,8 @@ class Generator:
         wrt = [i for i, v in enumerate(program.inputs) if is_differentiable(v.type)]
         no_grad = []
         if "no_grad" in self.on:
-            no_grad = [self.ch.choice([*program.inputs, *floats][::-1])]
+            inner = [r for op in program.walk() if op.parent is not program.block for r in op.results if _floating(r)]
+            no_grad = [self.ch.choice([*inner, *program.inputs, *floats][::-1])]
         cots = None
         if "cotangents" in self.on:
             cots = [self.ch.uniform(-1.0, 1.0, v.type.shape) for v in outs]  # type: ignore[union-attr]
@@ -545,3 +573,21 @@ def _gap(x: np.ndarray) -> float:
     wide = [c for g, c in gaps if g >= 2 * MARGIN + 0.01]
     # rounding moves the threshold by < 1e-4, far less than the margin
     return round(float(wide[0]), 4) if wide else round(float(vals[0]) - 0.25, 4)
+
+
+@functools.cache
+def _permutations(rank: int) -> list[tuple[int, ...]]:
+    """Every order of `rank` axes but the identity."""
+    return [p for p in itertools.permutations(range(rank)) if p != tuple(range(rank))]
+
+
+@functools.cache
+def _factorings(n: int) -> list[tuple[int, ...]]:
+    """Every shape of `n` elements and rank 1..MAX_RANK, the flattest first."""
+
+    def split(m: int, rank: int) -> list[tuple[int, ...]]:
+        if rank == 1:
+            return [(m,)]
+        return [(d, *rest) for d in range(1, m + 1) if m % d == 0 for rest in split(m // d, rank - 1)]
+
+    return [f for rank in range(1, MAX_RANK + 1) for f in split(n, rank)]

@@ -125,7 +125,10 @@ def violations(g: Gradients, before: Snapshot) -> list[str]:
             continue
         if src not in on_path:
             on_path[src] = any(v in reach for v in [*src.operands, *src.captures()]) and (
-                any(r in coreach for r in src.results) or bool(OPS[src.name].writes) or _nested_in_path(src, coreach)
+                any(r in coreach for r in src.results)
+                # (a region whose forward ops write a tape: the pushes a backward's loop pops)
+                or any(OPS[o.name].writes for o in src.walk() if o in forward)
+                or _nested_in_path(src, coreach)
             )
         if not on_path[src]:
             out.append(f"backward op {where(op)} differentiates {where(src)}, which no input-to-output path crosses")

@@ -9,7 +9,7 @@ import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jinja2 import BytecodeCache, Environment, FileSystemBytecodeCache, PackageLoader, select_autoescape
 from jinja2.bccache import Bucket
@@ -18,7 +18,11 @@ from .. import collector
 from ..conformance.api import FAILING, STATUSES
 from ..conformance.areas import AREAS
 from ..conformance.results import read_records
+
 from .summary import Comparison, Loaded, compare, defects, fixed, load, matrix, not_reproduced
+
+if TYPE_CHECKING:
+    from ..generators.coverage import Tally
 
 
 def render(
@@ -56,6 +60,8 @@ def render(
         total=len(records),
         escape=html.escape,
         plot=error_plot(records),
+        coverage={b: coverage_grid(t) for b, t in loaded.coverage.items()},
+        coverage_line={b: t.summary().partition(": ")[2] for b, t in loaded.coverage.items()},
     )
 
 
@@ -149,6 +155,35 @@ def error_plot(records: list[dict[str, Any]], width: int = 640, height: int = 22
         parts.append(f'<text x="{x:.1f}" y="{height - 10}" font-size="11" text-anchor="middle">1e{e}</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def coverage_grid(tally: Tally) -> str:
+    """The coverage pairs as a triangle of squares, one per pair of cells: green as often as the
+    run's cases hit it (darker: more), red where a reachable pair was never hit, grey where none
+    can be (`coverage.UNREACHABLE`, its reason in the square's title)."""
+    from ..generators.coverage import CELLS, DIMENSIONS, REACHABLE, unreachable_pairs
+
+    never = unreachable_pairs()
+    top = max(tally.pairs.values(), default=1)
+    cols = CELLS[len(DIMENSIONS["op"]) :]  # (no kind pairs with a kind: the columns start past them)
+    rows = ['<table class="coverage"><tr><th></th>']
+    rows += [f'<th class="v"><span>{html.escape(c)}</span></th>' for c in cols]
+    rows.append("</tr>")
+    for i, a in enumerate(CELLS[:-1]):
+        rows.append(f"<tr><th>{html.escape(a)}</th>")
+        for b in cols:
+            pair = (a, b) if a < b else (b, a)
+            if CELLS.index(b) <= i or pair not in REACHABLE and pair not in never:
+                rows.append("<td></td>")  # (a cell with itself, or two of one dimension)
+            elif pair in never:
+                rows.append(f'<td class="u" title="{html.escape(f"{a} & {b}: unreachable: {never[pair]}")}"></td>')
+            else:
+                n = tally.pairs.get(pair, 0)
+                shade = "m" if not n else f"h{min(4, 1 + int(4 * math.log1p(n) / math.log1p(top)))}"
+                rows.append(f'<td class="{shade}" title="{html.escape(f"{a} & {b}: {n} case(s)")}"></td>')
+        rows.append("</tr>")
+    rows.append("</table>")
+    return "".join(rows)
 
 
 def write(paths: list[str | Path], out: str | Path, baseline: str | Path | None = None) -> Path:

@@ -9,9 +9,12 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..conformance.api import FAILING, STATUSES
+
+if TYPE_CHECKING:
+    from ..generators.coverage import Tally
 
 
 @dataclass
@@ -20,6 +23,8 @@ class Loaded:
     defects: list[dict[str, Any]]  # defect records, in order
     runs: list[dict[str, Any]]  # run records, in order
     unmet: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (backend, signature) -> record
+    # backend -> the coverage pairs its cases hit (`generators/coverage.py`), every test's added up
+    coverage: dict[str, Tally] = field(default_factory=dict)
 
     @property
     def ending(self) -> dict[str, Any] | None:
@@ -42,16 +47,21 @@ class Loaded:
 def load(records: Iterable[dict[str, Any]]) -> Loaded:
     cases: dict[tuple[str, str, str], dict[str, Any]] = {}
     defects, runs, unmet = [], [], {}
+    coverage: dict[str, Tally] = {}
     for r in records:
         if "run" in r:
             runs.append(r)
+        elif "coverage" in r:
+            from ..generators.coverage import Tally  # (the IR with it: only where a run recorded coverage)
+
+            coverage.setdefault(r.get("backend", ""), Tally()).merge(Tally.from_json(r))
         elif "unmet" in r:
             unmet[(r["backend"], r["unmet"])] = r
         elif "defect" in r:
             defects.append(r)
         elif "case_id" in r:
             cases[(r.get("backend", ""), r.get("test_id", ""), case_key(r))] = r
-    return Loaded(list(cases.values()), defects, runs, unmet)
+    return Loaded(list(cases.values()), defects, runs, unmet, coverage)
 
 
 def case_key(r: dict[str, Any]) -> str:
