@@ -18,7 +18,6 @@ from .. import collector
 from ..conformance.api import FAILING, STATUSES
 from ..conformance.areas import AREAS
 from ..conformance.results import read_records
-
 from .summary import Comparison, Loaded, compare, defects, fixed, load, matrix, not_reproduced
 
 if TYPE_CHECKING:
