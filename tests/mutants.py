@@ -9,7 +9,7 @@ import random
 import signal
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -405,4 +405,154 @@ MUTANTS = [
     HangOnIf,
     KnownAndNewInLoops,
     KnownAndNewInIfs,
+]
+
+
+# --- defects that live where two features meet (generators/coverage.py's pairs) ------------------
+# Each is right everywhere but in one interaction of two cells: an op family in one context, a
+# flag on a value defined inside a body, a loop of many trips, a shape op at a high rank. A
+# certify run must draw that pair to catch it (tests/test_mutants.py: INTERACTIONS).
+
+
+def _regions(op: Any) -> list[str]:
+    """The kinds of region `op` sits in, innermost first ("then"/"else" of an if, "body" of a while)."""
+    out, block = [], op.parent
+    while block is not None and block.parent is not None:
+        out.append(block.label)
+        block = block.parent.parent
+    return out
+
+
+class _NegatedWhere(Mutant):
+    """The gradients of ops named `ops` negated where `where(op)` holds."""
+
+    ops: tuple[str, ...] = ()
+
+    def where(self, op: Any) -> bool:
+        raise NotImplementedError
+
+    def patches(self) -> Any:
+        def wrap(vjp: Any, ctx: Any, op: Any, cts: Any, needed: Any) -> Any:
+            out = vjp(ctx, op, cts, needed)
+            return [ctx.neg(v) if v is not None and self.where(op) else v for v in out]
+
+        stack = ExitStack()
+        for name in self.ops:
+            stack.enter_context(vjp_wrapped(name, wrap))
+        return stack
+
+
+class ReductionInLoopBody(_NegatedWhere):
+    """reduction x while: a sum's or mean's gradient is wrong inside a loop body."""
+
+    name = "reduction-in-loop-body"
+    ops = ("sum", "mean")
+
+    def where(self, op: Any) -> bool:
+        return "body" in _regions(op)
+
+
+class InplaceInBranch(_NegatedWhere):
+    """inplace x if: an in-place op's gradient is wrong inside an `if` branch."""
+
+    name = "inplace-in-branch"
+    ops = tuple(n for n, d in OPS.items() if d.inplace_of is not None)
+
+    def where(self, op: Any) -> bool:
+        return bool(_regions(op)) and _regions(op)[0] in ("then", "else")
+
+
+class BroadcastInLoop(_NegatedWhere):
+    """broadcast x while: a broadcasting binary op's gradient is wrong inside a loop body."""
+
+    name = "broadcast-in-loop"
+    ops = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "pow")
+
+    def where(self, op: Any) -> bool:
+        return "body" in _regions(op) and len({v.type.shape for v in op.operands}) > 1
+
+
+class ShapeOpAtRank4(_NegatedWhere):
+    """shape x rank 4: a shape op's gradient is wrong where it reads a rank-4 tensor."""
+
+    name = "shape-op-at-rank-4"
+    ops = ("reshape", "transpose", "slice", "pad", "expand", "squeeze", "unsqueeze")
+
+    def where(self, op: Any) -> bool:
+        return op.operands[0].type.rank == 4
+
+
+class TransposeByItsPerm(Mutant):
+    """shape x rank 3+: transpose's gradient transposes by `perm`, not its inverse; right at rank 2,
+    where every permutation is its own inverse."""
+
+    name = "transpose-by-its-perm"
+
+    def patches(self) -> Any:
+        return vjp_wrapped(
+            "transpose", lambda vjp, ctx, op, cts, needed: [ctx.transpose(cts[0], perm=op.attrs["perm"])]
+        )
+
+
+class StopGradientInBody(Mutant):
+    """stop_gradient x while: a value marked stop_gradient inside a loop body lets gradients through."""
+
+    name = "stop-gradient-in-body"
+
+    def before(self, case: Case) -> Case:
+        p, m = clone(case.program)
+        for op in p.walk():
+            if "body" in _regions(op):
+                for r in op.results:
+                    r.stop_gradient = False
+        return replace(case, program=p, no_grad=[m[v] for v in case.no_grad])
+
+
+class NoGradInBranch(Mutant):
+    """no_grad x if: a no-grad value defined inside an `if` branch is not held."""
+
+    name = "no-grad-in-branch"
+
+    def before(self, case: Case) -> Case:
+        keep = [v for v in case.no_grad if not (v.op is not None and _regions(v.op)[:1] in (["then"], ["else"]))]
+        return replace(case, no_grad=keep)
+
+
+class _NegatedForLoops(Mutant):
+    """Every gradient negated where the case has a loop whose trip count is in `bucket`."""
+
+    bucket = ""
+
+    def after(self, r: BackendResult, case: Case) -> BackendResult:
+        from gradcert.generators.coverage import _trip_bucket
+
+        if any(op.name == "while" and _trip_bucket(op) == self.bucket for op in case.program.walk()):
+            r.grads = [None if g is None else -g for g in r.grads]
+        return r
+
+
+class LongLoops(_NegatedForLoops):
+    """while x 4-8 trips: the adjoint of a loop of more than 3 trips is wrong."""
+
+    name = "long-loops"
+    bucket = "4-8"
+
+
+class DataDependentTrips(_NegatedForLoops):
+    """while x data: the adjoint of a loop whose trip count a float condition decides is wrong."""
+
+    name = "data-dependent-trips"
+    bucket = "data"
+
+
+INTERACTION_MUTANTS = [
+    ReductionInLoopBody,
+    InplaceInBranch,
+    BroadcastInLoop,
+    ShapeOpAtRank4,
+    TransposeByItsPerm,
+    StopGradientInBody,
+    NoGradInBranch,
+    LongLoops,
+    DataDependentTrips,
 ]

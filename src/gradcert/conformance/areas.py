@@ -51,12 +51,19 @@ AREAS = {
 }
 
 
-def feats(*required: str, without: tuple[str, ...] = (), depth: int = 2, ops: int = 6) -> Features:
-    """A test's draws: every feature may be in a case (swarm switches, per draw, pick which) and
-    `required` ones are in every case; `depth` nests if/while, `ops` top-level steps."""
+_BASIC = ("unary", "binary")
+_FLOW = ("unary", "binary", "if", "while")
+
+
+def feats(
+    *required: str, focus: tuple[str, ...] = (), without: tuple[str, ...] = (), depth: int = 2, ops: int = 6
+) -> Features:
+    """A test's draws: every feature but those `without` may be in a case, and `required` ones are
+    in every case; swarm switches pick, per draw, which others are on: those of the test's `focus`
+    mostly, the rest now and then (`Features.focus`). `depth` nests if/while, `ops` top-level steps."""
     from ..generators.features import ALL, Features
 
-    return Features(ALL - frozenset(without), ops, depth, True, frozenset(required))
+    return Features(ALL - frozenset(without), ops, depth, True, frozenset(required), frozenset(focus))
 
 
 # The backend's declared capabilities, set by the plugin before the first draw: every area's
@@ -117,7 +124,10 @@ def certify_test(area: str, features: Features) -> Callable[..., None]:
     """A test of `area` drawing from `features` (`search.Search`); the session (a fixture) judges each case."""
     spec = AREAS[area]
     # (sorted: a frozenset's order changes from process to process)
-    key = f"{area}/{sorted(features.enabled)}/{sorted(features.required)}/{features.max_ops}/{features.max_depth}"
+    key = (
+        f"{area}/{sorted(features.enabled)}/{sorted(features.required)}/{sorted(features.focus)}/"
+        f"{features.max_ops}/{features.max_depth}"
+    )
 
     def test(gradcert_session: Any, gradcert_search: Any, request: Any) -> None:
         narrowed = features if CAPABILITIES is None else features.narrow(CAPABILITIES)

@@ -2,5 +2,5 @@
 
 from .areas import certify_test, feats
 
-test_vector = certify_test("combine_split", feats("vector", ops=4, depth=1))
-test_vector_mixed = certify_test("combine_split", feats("vector"))
+test_vector = certify_test("combine_split", feats("vector", focus=("unary",), depth=1))
+test_vector_mixed = certify_test("combine_split", feats("vector", focus=("unary", "binary", "shape")))

@@ -2,5 +2,5 @@
 
 from .areas import certify_test, feats
 
-test_fanout = certify_test("fanout", feats("fanout", ops=4, depth=1))
-test_fanout_wide = certify_test("fanout", feats("fanout", ops=8))
+test_fanout = certify_test("fanout", feats("fanout", focus=("unary", "binary", "reduction"), depth=1))
+test_fanout_wide = certify_test("fanout", feats("fanout", focus=("unary", "binary", "misc"), ops=8))

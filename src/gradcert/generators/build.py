@@ -116,10 +116,12 @@ class Generator:
         self.pb_inputs: list[Value] = []
 
     def _switches(self) -> set[str]:
-        """Swarm testing: each enabled feature is on in this draw with probability 3/4."""
+        """Swarm testing: each enabled feature of the focus (all, without one) is on in this draw with
+        probability 3/4, each other one with probability 1/4."""
         if not self.f.swarm:
             return set(self.f.enabled)
-        on = {name for name in sorted(self.f.enabled - self.f.required) if not self.ch.flag(0.25)}
+        focus = self.f.focus or self.f.enabled
+        on = {n for n in sorted(self.f.enabled - self.f.required) if not self.ch.flag(0.25 if n in focus else 0.75)}
         return on | set(self.f.required)
 
     # --- values --------------------------------------------------------------------------------
