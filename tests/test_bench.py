@@ -70,7 +70,10 @@ BENCHES = {
             *(f"ratio certify time {p} / jax: {NUMBER}" for p in ("jax-eager", "jax-jit")),
         ],
     ),
-    "generation.py": (["--draws", "40"], [f"ratio fast path / hypothesis draws per second: {NUMBER}"]),
+    "generation.py": (
+        ["--draws", "40"],
+        [f"ratio fast path / hypothesis draws per second: {NUMBER}", f"pair coverage: {NUMBER}% of reachable pairs"],
+    ),
     "fuzz_reference.py": (["--cases", "40"], [r"false alarms: 0; invalid rate: \d+\.\d+%"]),
     "memory.py": (
         ["--checks", "100"],

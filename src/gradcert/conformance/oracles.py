@@ -334,10 +334,16 @@ def judge(
     `xp`: the array namespace finite differences run the program on (CuPy: on a GPU).
 
     `known`: whether a failure is a known defect's. A known failure does not end the judging: the
-    oracles after it judge on, and the first failure that is not known is the verdict (a known
-    defect in a case never hides a new one); only where every failure is known is the first one."""
+    oracles after it that judge another aspect (`_ORACLES`: the lowering, the structure of the
+    answer, its values, the backward program) judge on, and the first failure that is not known is
+    the verdict, so that a known defect in a case does not hide a new one of another aspect (two
+    wrong values in one case are one failure: the value oracles cannot tell them apart); only where
+    every failure is known is the first one the verdict."""
     first_known: Verdict | None = None
-    for oracle in _ORACLES:
+    seen: set[str] = set()  # the aspects a known failure was found in
+    for aspect, oracle in _ORACLES:
+        if aspect in seen:
+            continue
         v = oracle(case, got, ref) if oracle is not _fd else _fd(case, got, seed, exhaustive, xp)
         if v is None:
             continue
@@ -346,6 +352,7 @@ def judge(
         if known is None or not known(v):
             return v
         first_known = first_known or v
+        seen.add(aspect)
     return first_known or Verdict("pass")
 
 
@@ -354,12 +361,12 @@ def _fd(case: Case, got: BackendResult, seed: int, exhaustive: bool, xp: Any) ->
     return full_jacobian(case, got, xp) if exhaustive and small else finite_differences(case, got, seed, xp)
 
 
-_ORACLES: list[Callable[..., Verdict | None]] = [
-    lowering,
-    semantics,
-    reference,
-    lambda case, got, ref: invariants(got),
-    _fd,
+_ORACLES: list[tuple[str, Callable[..., Verdict | None]]] = [
+    ("lowering", lowering),
+    ("structure", semantics),
+    ("values", reference),
+    ("program", lambda case, got, ref: invariants(got)),
+    ("values", _fd),
 ]
 
 

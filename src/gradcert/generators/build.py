@@ -143,13 +143,28 @@ class Generator:
         if s.concrete:
             self._evaluate(s, op)
         else:
-            rule = BODY_BOUND.get(d.base or name)
-            b = rule([self.bound.get(v, 1.0) for v in operands], op.attrs) if rule else 1.0
+            b = self._body_bound(op)
             for r in op.results:
                 self.bound[r] = b
         s.add(op.results)
         s.local.update(op.results)
         return op.results
+
+    def _body_bound(self, op: Operation) -> float:
+        """A bound on |result| of `op` in a loop body, from its operands' bounds: what `one` squashes
+        by (a value past BOUND goes through tanh), so that trips of products and sums stay tame."""
+        a = [self.bound.get(v, 1.0) for v in op.operands]
+        d = OPS[op.name]
+        rule = BODY_BOUND.get(d.base or op.name)
+        if rule is not None:
+            return rule(a, op.attrs)
+        if op.name == "matmul":
+            return a[0] * a[1] * op.operands[0].type.shape[-1]  # type: ignore[union-attr]
+        if op.name == "sum":
+            return a[0] * max(1, int(np.prod(op.operands[0].type.shape)))  # type: ignore[union-attr,no-any-return]
+        if op.name == "add_n":
+            return a[0] * len(op.operands[0].type.elems)  # type: ignore[union-attr,no-any-return]
+        return max(a, default=1.0)  # (shape ops, assign, mean, combine and split: no larger than their operands)
 
     def _evaluate(self, s: _Scope, op: Operation) -> None:
         """Compute `op`'s results. The top level's ops run once each, in program order: the program's
@@ -488,6 +503,11 @@ class Generator:
         for like in carried[1:] if data else carried:
             cands = [v for v in self.floats(inner) if v.type == like.type]
             v = cands[-1] if self.ch.flag(0.75) else self.ch.choice(cands[::-1])
+            if self.bound.get(v, 1.0) > 1.0:
+                # a contraction before the squash: a trip's map must not stretch its carried values,
+                # or eight trips of sin(4x) make a gradient 4^8 times the values' (finite differences'
+                # false alarms); scaled to within +-1/2, a trip shrinks where the body stretched
+                v = self.emit(inner, "scale", [v], scale=round(0.5 / self.bound[v], 4), bias=0.0)[0]
             squash = self.ch.choice(SQUASH)
             inplace = "inplace" in self.on and v in inner.local and self.ch.flag(0.4)
             yields.append(self._detached(inner, self.emit(inner, squash + "_" if inplace else squash, [v])[0]))

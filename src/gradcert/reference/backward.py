@@ -401,8 +401,33 @@ def _grad(
     wanted = list(dict.fromkeys(inputs))
     got = dict(zip(wanted, root.backprop([(y, [g]) for y, g in seeds], wanted)))
     grads = [None if v in blocked else got[v] for v in inputs]
+    _sweep(set(program.walk()) - before, {g for g in grads if g is not None} | set(program.outputs))
     return Gradients(
         program, grads, set(program.walk()) - before, list(outputs), list(inputs), set(no_grad or ()), reach
+    )
+
+
+def _sweep(added: set[Operation], kept: set[Value]) -> None:
+    """Take out the added ops nothing uses (and so the ops only they used): a cotangent summed
+    where it is read and then met only blocked values (a split's element in the no-grad set: pruning
+    follows a vector whole) is not left behind. Ops with blocks or side effects stay."""
+    dead = [op for op in added if _unused(op, kept)]
+    while dead:
+        op = dead.pop()
+        if op.parent is None:
+            continue  # (taken out already)
+        op.parent.remove(op)
+        dead += [v.op for v in op.operands if v.op in added and _unused(v.op, kept)]  # type: ignore[misc]
+
+
+def _unused(op: Operation, kept: set[Value]) -> bool:
+    return (
+        op.parent is not None
+        and not op.blocks
+        and not OPS[op.name].writes
+        and OPS[op.name].family != "stack"  # (a pop takes from its stack: its pushes expect it)
+        and bool(op.results)
+        and all(not r.uses and r not in kept for r in op.results)
     )
 
 

@@ -126,6 +126,13 @@ class Block:
     def append(self, op: Operation) -> Operation:
         return self.insert(len(self.ops), op)
 
+    def remove(self, op: Operation) -> None:
+        """Take out `op`, whose results nothing uses: its operands no longer count it as a use."""
+        self.ops.remove(op)
+        for v in op.operands:
+            v.uses.remove(op)
+        op.parent = None
+
     def walk(self) -> Iterator[Operation]:
         for op in self.ops:  # (not `op.walk()` for each: a generator per op, most without blocks)
             yield op
