@@ -70,6 +70,10 @@ BENCHES = {
             *(f"ratio certify time {p} / jax: {NUMBER}" for p in ("jax-eager", "jax-jit")),
         ],
     ),
+    "certify_against.py": (
+        ["--against", "HEAD", "--repeat", "1", "--profile", "quick"],
+        [f"ratio this tree / HEAD: {NUMBER}"],
+    ),
     "generation.py": (
         ["--draws", "40"],
         [f"ratio fast path / hypothesis draws per second: {NUMBER}", f"pair coverage: {NUMBER}% of reachable pairs"],
