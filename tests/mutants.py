@@ -282,18 +282,22 @@ class ZerosInIfs(_ZerosWhereOpIs):
     block_op = "if"
 
 
-class KnownAndNewInIfs(ZerosInIfs, WrongSinRule):
+class KnownAndNewInIfs(ZerosInIfs):
     """Two defects in `if` programs: the zeros above, on file as known (tests/known/), and a new
-    one: sin's rule is wrong where the sin lies inside a branch."""
+    one: the rule of every unary elementwise op is negated where the op lies inside a branch."""
 
     name = "known-and-new-in-ifs"
 
-    def patches(self) -> Any:
+    @contextmanager
+    def patches(self) -> Iterator[None]:
         def wrap(vjp: Any, ctx: Any, op: Any, cts: Any, needed: Any) -> Any:
             out = vjp(ctx, op, cts, needed)
             return [ctx.neg(v) for v in out] if op.parent is not None and op.parent.label in ("then", "else") else out
 
-        return vjp_wrapped("sin", wrap)
+        with ExitStack() as stack:
+            for name in [n for n, o in OPS.items() if o.family == "unary"]:
+                stack.enter_context(vjp_wrapped(name, wrap))
+            yield
 
 
 class KnownAndNewInIfsRegressed(KnownAndNewInIfs):

@@ -186,7 +186,8 @@ def _inplace_fed_by_fanout_in_loop(case: Case) -> bool:
 
 def test_planted_failure_shrinks_to_a_small_program() -> None:
     """A planted bug ("fails whenever a while body holds an in-place op fed by a fan-out value")
-    shrinks to at most 6 ops (constants and terminators not counted)."""
+    shrinks to at most 9 ops (constants and terminators not counted; a loop body's yield keeps
+    its contraction and squash)."""
     f = Features(max_depth=2)
     minimal = find(
         cases(f),
@@ -194,4 +195,4 @@ def test_planted_failure_shrinks_to_a_small_program() -> None:
         settings=settings(max_examples=2000, database=None, derandomize=True, suppress_health_check=list(HealthCheck)),
     )
     assert _inplace_fed_by_fanout_in_loop(minimal)
-    assert minimal.size() <= 6, minimal.to_text()
+    assert minimal.size() <= 9, minimal.to_text()

@@ -212,7 +212,8 @@ def shrink_defect(opts: Options, record: dict[str, Any], count: int) -> dict[str
         from .api import Verdict
 
         v = Verdict(**{f: record[f] for f in ("status", "oracle", "message", "kind") if f in record})
-    session.defect(record["test_id"], area, sig, case, v, count, shrunk)
+    final = signature(area.name, v.oracle, v.kind) if shrunk else sig  # (the shrink settles the role)
+    session.defect(record["test_id"], area, final, case, v, count, shrunk, [sig])
     (rec,) = sink.take()
     return rec
 
@@ -320,6 +321,9 @@ class Writer:
 
     def write(self, records: list[dict[str, Any]]) -> None:
         for r in records:
+            if "case_id" not in r:  # a shard's coverage: every shard's is added up
+                self.out.append(r)
+                continue
             key = (r["test_id"], r.get("draw") or r["case_id"])
             if key in self.seen:
                 continue

@@ -86,23 +86,75 @@ def role(case: Any, names: list[str]) -> str:
     body (defined outside it, read inside), carried by a `while`, read inside an `if` branch, or
     only at the top level. A backward's bug lives in one of these mechanisms (accumulation across
     trips, the carried values' stack, a branch's backward): the role tells two bugs of one area
-    apart, and stays the same from one program showing a bug to the next."""
+    apart, and stays the same from one program showing a bug to the next. Only what the case's
+    run executes counts: a loop that runs no trip passes its values through untouched, and a
+    branch not taken reads nothing."""
     program = case.program
     start = [v for v in program.inputs if v.name in names] or [program.inputs[i] for i in case.wrt]
     derived = set(start)
+    ran = _executed(case)
     best = len(ROLES)
-    for op in program.walk():
-        caps = [v for v in op.captures() if v in derived] if op.blocks else []
-        if op.name == "while":
-            carried = [k for k, v in enumerate(op.operands) if v in derived]
-            best = min(best, 0 if caps else 1 if carried else best)
-            for b in op.blocks:  # (the blocks' arguments are the carried values)
-                derived.update(b.args[k] for k in carried if k < len(b.args))
-        elif op.name == "if" and caps:
-            best = min(best, 2)
-        if caps or any(v in derived for v in op.operands):
-            derived.update(op.results)
-    return ROLES[best] if best < len(ROLES) else "at the top level only"
+
+    def visit(ops: Any) -> None:
+        nonlocal best
+        for op in ops:
+            blocks = [b for b in op.blocks if b in ran] if ran is not None else op.blocks
+            caps = [v for v in _captures(blocks) if v in derived]
+            if op.name == "while" and blocks:
+                carried = [k for k, v in enumerate(op.operands) if v in derived]
+                best = min(best, 0 if caps else 1 if carried else best)
+                for b in blocks:  # (the blocks' arguments are the carried values)
+                    derived.update(b.args[k] for k in carried if k < len(b.args))
+            elif op.name == "if" and caps:
+                best = min(best, 2)
+            for b in blocks:
+                visit(b.ops)
+            if caps or any(v in derived for v in op.operands):
+                derived.update(op.results)
+
+    visit(program.block.ops)
+    return ROLES[best] if best < len(ROLES) else TOP
+
+
+def _captures(blocks: list[Any]) -> list[Any]:
+    """Values read inside `blocks` but defined outside them."""
+    inside: set[Any] = {a for b in blocks for a in b.args}
+    for b in blocks:
+        for op in b.walk():
+            inside.update(op.results)
+            for blk in op.blocks:
+                inside.update(blk.args)
+    return list(dict.fromkeys(v for b in blocks for op in b.walk() for v in op.operands if v not in inside))
+
+
+def _executed(case: Any) -> set[Any] | None:
+    """The blocks the case's forward run executes (a loop's where it runs a trip, a branch where it
+    is taken); None where the run fails (then every block counts)."""
+    from ..reference.interpreter import Interpreter
+
+    try:
+        trace = Interpreter().run(case.program, [x.copy() for x in case.inputs]).trace
+    except Exception:
+        return None
+    ran: set[Any] = set()
+    for op, data in trace:
+        if op.name == "while" and data:
+            ran.update(op.blocks)
+        elif op.name == "if":
+            ran.add(op.blocks[0 if data else 1])
+    return ran
+
+
+TOP = "at the top level only"
+
+
+def unroled(sig: str) -> str:
+    """`sig` without the role of its wrong inputs: what two signatures that differ only in where
+    the wrong values flow share."""
+    for r in (*ROLES, TOP):
+        if sig.endswith(" " + r):
+            return sig[: -len(r) - 1]
+    return sig
 
 
 def _flatten(x: Any) -> list[Any]:

@@ -100,7 +100,12 @@ def finish(
     for d in new:
         if d.example is not None and d.example.get("case_file"):
             index[d.signature] = str(d.example["case_file"])
-    if new:
+    changed = bool(new)
+    for r in night.defects:  # the signatures a shrink settled into an indexed one are its too
+        for sig in r.get("of", ()):
+            if r["defect"] in index and sig not in index:
+                index[sig], changed = index[r["defect"]], True
+    if changed:
         findings.mkdir(parents=True, exist_ok=True)
         (findings / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
     workers = {r["worker"] for r in night.cases if r.get("worker")}

@@ -41,7 +41,7 @@ from ..generators.features import Features
 from ..generators.second_order import second_order
 from .api import FAILING, Verdict
 from .areas import Area, tests
-from .defects import signature
+from .defects import signature, unroled
 from .oracles import clear
 from .session import CaseFailed, Session
 
@@ -100,14 +100,27 @@ class Search:
         session.coverage(test_id, area, tally)
         if seen is not None and store is not None:
             _save_seen(store, key, seen)
-        reports = []
+        # the shrink settles where a defect's wrong values arise: a role of the wrong inputs that it
+        # shrinks away was the program's, not the defect's, and the cases of both roles are one defect
+        settled: dict[str, tuple[Case, Verdict, bool, int, list[str]]] = {}
         for sig, f in found.items():
             if f.verdict.status == "known":
                 continue
             case, v, shrunk = f.case, f.verdict, False
             if self.shrink and f.choices is not None and f.verdict.status not in _UNSHRUNK:
                 case, v, shrunk = self._shrink(session, area, key, strategy(), f, sig, store)
-            reports.append(session.defect(test_id, area, sig, case, v, f.count, shrunk))
+            final = signature(area.name, v.oracle, v.kind) if shrunk else sig
+            if final in settled:
+                c, w, s, n, of = settled[final]
+                smaller = case.size() < c.size()
+                settled[final] = (case if smaller else c, v if smaller else w, s or shrunk, n + f.count, [*of, sig])
+            else:
+                settled[final] = (case, v, shrunk, f.count, [sig])
+        reports = []
+        for final, (case, v, shrunk, count, of) in settled.items():
+            report = session.defect(test_id, area, final, case, v, count, shrunk, of)
+            if v.status != "known":  # (shrunk into a known defect: its cases are that defect's)
+                reports.append(report)
         if reports:
             raise CaseFailed(f"{len(reports)} new defect(s)\n\n" + "\n\n".join(reports))
 
@@ -150,21 +163,43 @@ class Search:
     def _shrink(
         self, session: Session, area: Area, key: str, strategy: Any, f: Found, sig: str, store: Any
     ) -> tuple[Case, Verdict, bool]:
-        """The smallest case hypothesis finds from `f`'s first case that still fails with `sig`,
-        clearly (`oracles.clear`), within `shrink_seconds`; its verdict; whether it shrank."""
-        from hypothesis import Phase, given
-
+        """The smallest case hypothesis finds from `f`'s first case that still fails with `sig` (the
+        wrong inputs in any role; a known defect's signature too: then the cases are that defect's),
+        clearly (`oracles.clear`), within `shrink_seconds`; its verdict; whether it shrank. A wrong
+        value that is never clear (a gradient too small for its error to stand out) is shrunk as
+        it fails, rather than shown unshrunk."""
         assert f.choices is not None
         deadline = time.monotonic() + self.shrink_seconds
+        for clearly in (True, False):
+            best = self._smallest(session, area, key, strategy, f.choices, sig, store, deadline, clearly)
+            if best is not None:
+                return (*best, True)
+        return f.case, f.verdict, False
+
+    def _smallest(
+        self,
+        session: Session,
+        area: Area,
+        key: str,
+        strategy: Any,
+        choices: list[int],
+        sig: str,
+        store: Any,
+        deadline: float,
+        clearly: bool,
+    ) -> tuple[Case, Verdict] | None:
+        from hypothesis import Phase, given
+
         best: list[tuple[Case, Verdict]] = []
 
-        @self._settings(key, _handed(_to_bytes(f.choices), store), [Phase.reuse, Phase.shrink])
+        @self._settings(key, _handed(_to_bytes(choices), store), [Phase.reuse, Phase.shrink])
         @given(case=strategy)
         def replay(case: Any) -> None:
             if time.monotonic() > deadline:
                 return  # (every later step passes: hypothesis stops with the smallest so far)
             v = session.verdict(area, case)
-            if v.kind and signature(area.name, v.oracle, v.kind) == sig and clear(v):
+            # (in any role of the wrong inputs: the smallest case tells where the defect lives)
+            if v.kind and unroled(signature(area.name, v.oracle, v.kind)) == unroled(sig) and (clear(v) or not clearly):
                 if not best or case.size() <= best[-1][0].size():
                     best.append((replace(case, area=area.name), v))
                 raise CaseFailed(sig)
@@ -174,10 +209,7 @@ class Search:
             replay()
         except Exception:  # the smallest failure, or hypothesis's complaint that a step past the deadline passed
             pass
-        if not best:
-            return f.case, f.verdict, False
-        case, v = best[-1]
-        return case, v, True
+        return best[-1] if best else None
 
 
 class DatabaseError(ValueError):

@@ -267,9 +267,12 @@ class Session:
             rec = {"coverage": test_id, "area": area.name, "backend": self.name, "profile": self.profile}
             self.results.append({**rec, **tally.to_json()})
 
-    def defect(self, test_id: str, area: Area, sig: str, case: Case, v: Verdict, cases: int, shrunk: bool) -> str:
+    def defect(
+        self, test_id: str, area: Area, sig: str, case: Case, v: Verdict, cases: int, shrunk: bool, of: list[str]
+    ) -> str:
         """Record a defect found by `test_id` (its signature, the number of its cases the test met,
-        the minimal case `case` with verdict `v`, saved with its replay command); its report."""
+        the minimal case `case` with verdict `v`, saved with its replay command, and the signatures
+        of the cases it stands for, `of`: a shrink settles the role of the wrong inputs); its report."""
         path = self.save(case, v)
         rec: dict[str, Any] = {
             "defect": sig,
@@ -281,6 +284,7 @@ class Session:
             "time": time.time(),
             "cases": cases,
             "shrunk": shrunk,
+            "of": of,
             "canonical": canonical(case),
             "size": case.size(),
             **v.to_json(),

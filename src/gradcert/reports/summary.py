@@ -61,7 +61,29 @@ def load(records: Iterable[dict[str, Any]]) -> Loaded:
             defects.append(r)
         elif "case_id" in r:
             cases[(r.get("backend", ""), r.get("test_id", ""), case_key(r))] = r
-    return Loaded(list(cases.values()), defects, runs, unmet, coverage)
+    return Loaded(settle(list(cases.values()), defects), defects, runs, unmet, coverage)
+
+
+def settle(cases: list[dict[str, Any]], defects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The case records with the signature their test's shrunk defect settled, or the run's where
+    the test shrank none of it (`of`: a case's signature names the role of its wrong inputs in its
+    own program; the shrink tells whether the defect needs that role), and `known` where it
+    settled on a known defect."""
+    settled = {(d.get("backend", ""), d.get("test_id", ""), s): d for d in defects for s in d.get("of", ())}
+    # (a cluster shrinks a signature once for every test: the run's shrink settles it for each)
+    anywhere: dict[tuple[str, str], dict[str, Any]] = {}
+    for d in defects:
+        for s in d.get("of", ()):
+            anywhere.setdefault((d.get("backend", ""), s), d)
+    out = []
+    for r in cases:
+        b, sig = r.get("backend", ""), r.get("signature")
+        d = settled.get((b, r.get("test_id", ""), sig)) or anywhere.get((b, sig))
+        if d is not None and d["defect"] != r["signature"]:
+            status = "known" if d.get("status") == "known" else r["status"]
+            r = {**r, "signature": d["defect"], "status": status, "drawn_as": r["signature"]}
+        out.append(r)
+    return out
 
 
 def case_key(r: dict[str, Any]) -> str:
