@@ -338,9 +338,12 @@ def judge(
     answer, its values, the backward program) judge on, and the first failure that is not known is
     the verdict, so that a known defect in a case does not hide a new one of another aspect (two
     wrong values in one case are one failure: the value oracles cannot tell them apart); only where
-    every failure is known is the first one the verdict."""
+    every failure is known is the first one the verdict. A later failure of only the inputs a
+    known failure named is that failure again, seen by another oracle (a gradient where none
+    belongs is a wrong value to finite differences too)."""
     first_known: Verdict | None = None
     seen: set[str] = set()  # the aspects a known failure was found in
+    named: set[str] = set()  # the inputs the known failures named
     for aspect, oracle in _ORACLES:
         if aspect in seen:
             continue
@@ -349,10 +352,13 @@ def judge(
             continue
         if v.status not in FAILING:  # finite differences' pass (its error measured) or `invalid`: the end
             return first_known or v
+        if first_known is not None and v.inputs and set(v.inputs) <= named:
+            continue
         if known is None or not known(v):
             return v
         first_known = first_known or v
         seen.add(aspect)
+        named.update(v.inputs)
     return first_known or Verdict("pass")
 
 
