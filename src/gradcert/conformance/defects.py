@@ -13,10 +13,12 @@ Every case is classified as it is judged, so that a run counts each defect's cas
 drawing past a known one. A wrong value's kind names where the wrong inputs flow in the case's
 run (`role`): one wrong rule of a plain op meets loops and branches in some programs, so the
 shrink of a defect's first case settles it — the smallest case that fails the same way in any
-role names the defect, and the cases of every role that shrank into it are its cases. The price of classifying without a shrink per case: two bugs of one
-backend that fail the same oracle in the same area in the same way are one defect until the
-first is fixed. Bugs in different areas, oracles or kinds are told apart, which is what lets a new
-defect show beside a known one (tests/test_defects.py plants both).
+role names the defect, and the cases of every role that shrank into it are its cases. The price
+of classifying without a shrink per case: two bugs of one backend that fail the same oracle in
+the same area in the same way (or one whose smallest case needs no loop, beside one that needs
+it) are one defect until the first is fixed. Bugs in different areas, oracles or kinds are told
+apart, which is what lets a new defect show beside a known one (tests/test_defects.py plants
+both).
 
 A backend's known defects are a TOML file, `known_failures/<backend>.toml`: one `[[defect]]`
 table each, with its signature (`area`, `oracle`, `kind`), the minimal case that shows it (`case`,

@@ -357,7 +357,7 @@ def judge(
         if known is None or not known(v):
             return v
         first_known = first_known or v
-        seen.add(aspect)
+        seen.update(_CONSEQUENCES.get(v.oracle, (aspect,)))
         named.update(v.inputs)
     return first_known or Verdict("pass")
 
@@ -366,6 +366,10 @@ def _fd(case: Case, got: BackendResult, seed: int, exhaustive: bool, xp: Any) ->
     small = sum(case.inputs[i].size for i in case.wrt) <= EXHAUSTIVE_MAX
     return full_jacobian(case, got, xp) if exhaustive and small else finite_differences(case, got, seed, xp)
 
+
+# the aspects a known failure of an oracle leaves unjudgeable: wrong first-order gradients (second
+# order's "forward") make its second-order values wrong as well
+_CONSEQUENCES = {"first_order": ("lowering", "values")}
 
 _ORACLES: list[tuple[str, Callable[..., Verdict | None]]] = [
     ("lowering", lowering),

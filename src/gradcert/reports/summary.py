@@ -75,13 +75,13 @@ def settle(cases: list[dict[str, Any]], defects: list[dict[str, Any]]) -> list[d
     for d in defects:
         for s in d.get("of", ()):
             anywhere.setdefault((d.get("backend", ""), s), d)
-    out = []
+    out: list[dict[str, Any]] = []
     for r in cases:
-        b, sig = r.get("backend", ""), r.get("signature")
-        d = settled.get((b, r.get("test_id", ""), sig)) or anywhere.get((b, sig))
-        if d is not None and d["defect"] != r["signature"]:
-            status = "known" if d.get("status") == "known" else r["status"]
-            r = {**r, "signature": d["defect"], "status": status, "drawn_as": r["signature"]}
+        b, sig = r.get("backend", ""), str(r.get("signature"))
+        into = settled.get((b, r.get("test_id", ""), sig)) or anywhere.get((b, sig))
+        if into is not None and into["defect"] != r["signature"]:
+            status = "known" if into.get("status") == "known" else r["status"]
+            r = {**r, "signature": into["defect"], "status": status, "drawn_as": r["signature"]}
         out.append(r)
     return out
 
