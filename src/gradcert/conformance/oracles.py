@@ -367,9 +367,9 @@ def _fd(case: Case, got: BackendResult, seed: int, exhaustive: bool, xp: Any) ->
     return full_jacobian(case, got, xp) if exhaustive and small else finite_differences(case, got, seed, xp)
 
 
-# the aspects a known failure of an oracle leaves unjudgeable: wrong first-order gradients (second
-# order's "forward") make its second-order values wrong as well
-_CONSEQUENCES = {"first_order": ("lowering", "values")}
+# the aspects a known failure of an oracle leaves unjudgeable: a second-order case whose first-order
+# gradients (its "forward") are wrong is judged no further, its second backward being built on them
+_CONSEQUENCES = {"first_order": ("lowering", "values", "program")}
 
 _ORACLES: list[tuple[str, Callable[..., Verdict | None]]] = [
     ("lowering", lowering),
