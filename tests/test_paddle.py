@@ -17,6 +17,7 @@ from markupsafe import escape
 
 from gradcert.conformance.api import FAILING
 from gradcert.conformance.defects import KNOWN, known_defects
+from gradcert.reports.summary import load
 
 from .conftest import ENV, EXAMPLES, ROOT, certify, run_cli
 
@@ -72,7 +73,7 @@ def test_quick_certification_judges_every_case_and_meets_only_known_defects(tmp_
     r, records = certify("paddle", tmp_path)
     assert r.returncode == 0, r.stdout[-4000:]
     assert "PASSED" in r.stdout
-    cases = [x for x in records if "case_id" in x and "defect" not in x]
+    cases = load(records).cases  # (as their defects' shrinks settled them: a case may shrink into a known defect)
     # a lowering bug of ours would show as a `lowering` verdict
     assert not [x for x in cases if x["oracle"] == "lowering"]
     from gradcert.conformance.areas import AREAS, tests
@@ -130,12 +131,13 @@ def test_every_known_paddle_defect_still_fails_with_its_signature(tmp_path: Path
 def _varies(sig: str, got: list[str] | None, defects: dict[str, object]) -> bool:
     """Paddle's failures in its backward of second-order and loop programs depend on what the
     process ran before (finding 18): one case raises one exception in one run, another exception
-    or a crash in the next. Such a case may replay as another of the area's backend defects, as
-    long as that is a known defect too."""
+    or a crash in the next; a second-order case's first order is judged None in one run, its
+    semantics in the next. Such a case may replay as another of the area's backend defects (any
+    of its area's defects, at second order), as long as that is a known defect too."""
     if not got or len(got) != 1 or got[0] not in defects:
         return False
     (oracle, area, _), (oracle2, area2, _) = sig.split(" | ", 2), got[0].split(" | ", 2)
-    return oracle == oracle2 == "backend" and area == area2
+    return area == area2 and (oracle == oracle2 == "backend" or area == "second_order")
 
 
 @pytest.mark.parametrize(
