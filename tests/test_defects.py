@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from gradcert.conformance.defects import KnownDefectsError, canonical, entries, kind, known_defects, signature
-from gradcert.generators.case import load_case
+from gradcert.generators.case import load_case, parse_case
 from gradcert.reports.summary import load
 
 from .conftest import ENV, ROOT, certify, records
@@ -91,6 +91,40 @@ def test_known_entries_are_written_from_a_results_file(tmp_path: Path) -> None:
     got = known_defects_in(tmp_path, "b")
     assert list(got) == ["semantics | if | a gradient where none belongs"]
     assert (tmp_path / got[next(iter(got))].case).read_text() == case
+
+
+_LOOP = """program(%x0: f64[3], %x1: f64[3]) {
+  %0 = full() {dtype=i64, shape=[], value=1.0} : i64[]
+  %1 = full() {dtype=i64, shape=[], value=0.0} : i64[]
+  %2 = full() {dtype=i64, shape=[], value=TRIPS} : i64[]
+  %9, %10 = while(%1, %x1) : i64[], f64[3] {
+  ^cond(%3: i64[], %4: f64[3]):
+    %5 = less_than(%3, %2) : bool[]
+    yield(%5)
+  ^body(%6: i64[], %7: f64[3]):
+    %8 = sin(%x0) : f64[3]
+    %11 = add(%6, %0) : i64[]
+    yield(%11, %8)
+  }
+  return %10
+}
+---
+{"format": "gradcert-case/1", "area": "", "seed": null, "outputs": [0], "wrt": [0, 1], "no_grad": [],
+ "inputs": [{"dtype": "float64", "shape": [3], "data": [0.1, 0.2, 0.3]},
+            {"dtype": "float64", "shape": [3], "data": [0.4, 0.5, 0.6]}],
+ "cotangents": null, "order": 1, "cotangents2": null}
+"""
+
+
+def test_the_role_of_wrong_inputs_counts_only_what_the_run_executes() -> None:
+    from gradcert.conformance.defects import role
+
+    ran = parse_case(_LOOP.replace("TRIPS", "2.0"))
+    assert role(ran, ["x0"]) == "of an input captured by a loop"
+    assert role(ran, ["x1"]) == "of an input carried by a loop"
+    # a loop that runs no trip passes its carried values through and reads no capture
+    idle = parse_case(_LOOP.replace("TRIPS", "0.0"))
+    assert role(idle, ["x0"]) == role(idle, ["x1"]) == "at the top level only"
 
 
 def known_defects_in(folder: Path, backend: str) -> dict[str, Any]:

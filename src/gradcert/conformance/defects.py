@@ -94,6 +94,8 @@ def role(case: Any, names: list[str]) -> str:
     apart, and stays the same from one program showing a bug to the next. Only what the case's
     run executes counts: a loop that runs no trip passes its values through untouched, and a
     branch not taken reads nothing."""
+    from ..reference.ir import captures
+
     program = case.program
     start = [v for v in program.inputs if v.name in names] or [program.inputs[i] for i in case.wrt]
     derived = set(start)
@@ -104,7 +106,7 @@ def role(case: Any, names: list[str]) -> str:
         nonlocal best
         for op in ops:
             blocks = [b for b in op.blocks if b in ran] if ran is not None else op.blocks
-            caps = [v for v in _captures(blocks) if v in derived]
+            caps = [v for v in captures(blocks) if v in derived]
             if op.name == "while" and blocks:
                 carried = [k for k, v in enumerate(op.operands) if v in derived]
                 best = min(best, 0 if caps else 1 if carried else best)
@@ -121,26 +123,19 @@ def role(case: Any, names: list[str]) -> str:
     return ROLES[best] if best < len(ROLES) else TOP
 
 
-def _captures(blocks: list[Any]) -> list[Any]:
-    """Values read inside `blocks` but defined outside them."""
-    inside: set[Any] = {a for b in blocks for a in b.args}
-    for b in blocks:
-        for op in b.walk():
-            inside.update(op.results)
-            for blk in op.blocks:
-                inside.update(blk.args)
-    return list(dict.fromkeys(v for b in blocks for op in b.walk() for v in op.operands if v not in inside))
-
-
 def _executed(case: Any) -> set[Any] | None:
     """The blocks the case's forward run executes (a loop's where it runs a trip, a branch where it
-    is taken); None where the run fails (then every block counts)."""
+    is taken): the generator's run where it kept one (`Case.evaluated`), else a run of the
+    interpreter; None where that fails (then every block counts)."""
     from ..reference.interpreter import Interpreter
 
-    try:
-        trace = Interpreter().run(case.program, [x.copy() for x in case.inputs]).trace
-    except Exception:
-        return None
+    if case.evaluated is not None and case.evaluated.program is case.program:
+        trace = case.evaluated.trace
+    else:
+        try:
+            trace = Interpreter().run(case.program, [x.copy() for x in case.inputs]).trace
+        except Exception:
+            return None
     ran: set[Any] = set()
     for op, data in trace:
         if op.name == "while" and data:

@@ -8,7 +8,7 @@ enclosing blocks.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from .types import Type
@@ -86,14 +86,20 @@ class Operation:
 
     def captures(self) -> list[Value]:
         """Values read inside this op's blocks but defined outside it, in first-use order."""
-        inside: set[Value] = set()
-        seen: dict[Value, None] = {}
-        for b in self.blocks:
-            _collect_captures(b, inside, seen)
-        return list(seen)
+        return captures(self.blocks)
 
     def __repr__(self) -> str:
         return f"Operation({self.name}, line={self.line})"
+
+
+def captures(blocks: Iterable[Block]) -> list[Value]:
+    """Values read inside `blocks` (of one op: some or all of them) but defined outside, in
+    first-use order."""
+    inside: set[Value] = set()
+    seen: dict[Value, None] = {}
+    for b in blocks:
+        _collect_captures(b, inside, seen)
+    return list(seen)
 
 
 def _collect_captures(block: Block, inside: set[Value], seen: dict[Value, None]) -> None:
