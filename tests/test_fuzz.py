@@ -124,14 +124,16 @@ def test_a_known_defect_met_again_is_reported_as_known_not_new(tmp_path: Path) -
     r = fuzz(tmp_path, "tests.mutants:KnownAndNewInLoops", "0.1", "while", "--isolate", "no", env=env)
     assert r.returncode == 1, r.stdout[-3000:]
     assert "KNOWN known-and-new-in-loops: semantics | while | a gradient where none belongs" in r.stdout
-    assert [x for x in r.stdout.splitlines() if x.startswith("NEW")] == [
-        x for x in r.stdout.splitlines() if x.startswith(f"NEW known-and-new-in-loops: {NEW}")
-    ]
+    # the new defect, in the role its shrink settled on (a loop case whose shrink keeps both the
+    # capture and the carrying within a short night may show in each)
+    new = [x for x in r.stdout.splitlines() if x.startswith("NEW")]
+    assert new and all(x.startswith(f"NEW known-and-new-in-loops: {NEW}") for x in new), r.stdout[-3000:]
     index = json.loads((tmp_path / "findings" / "index.json").read_text())
-    assert list(index) == [NEW]  # (the known one is on file, not in the index)
+    # the known one is on file, not in the index
+    assert index and all(sig.startswith(NEW) for sig in index), index
 
 
-NEW = "reference | while | wrong value of an input captured by a loop"
+NEW = "reference | while | wrong value of an input"
 
 
 def test_a_bad_known_defects_file_stops_the_night_before_it_starts(tmp_path: Path) -> None:
