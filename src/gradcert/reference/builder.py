@@ -15,6 +15,7 @@ _KINDS: dict[str, Callable[[Any], bool]] = {
     "bool": lambda v: isinstance(v, bool),
     "ints": lambda v: isinstance(v, tuple) and all(isinstance(i, int) and not isinstance(i, bool) for i in v),
     "dtype": lambda v: isinstance(v, str),
+    "word": lambda v: isinstance(v, str),  # one of the op's named modes
 }
 
 

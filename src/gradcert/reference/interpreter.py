@@ -150,7 +150,7 @@ class Interpreter:
             else:
                 assert d.kernel is not None, op.name
                 if self.recording and d.kink is not None:
-                    side = to_numpy(self.xp.sign(d.kink(self.xp, *args)))
+                    side = to_numpy(self.xp.sign(d.kink(self.xp, *args, **op.attrs)))
                     self.trace.append((op, side.tobytes()))
                 out = d.kernel(self.xp, *args, **op.attrs)
                 if not d.multi and not isinstance(out, (tuple, list)):

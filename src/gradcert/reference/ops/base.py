@@ -27,14 +27,16 @@ class OpDef:
     kernel: Kernel | None = None
     vjp: Vjp | None = None
     nargs: int | None = 1  # None: variadic
-    attrs: dict[str, str] = field(default_factory=dict)  # name -> kind: int float bool ints dtype
+    attrs: dict[str, str] = field(default_factory=dict)  # name -> kind: int float bool ints dtype word
     defaults: dict[str, Any] = field(default_factory=dict)
     differentiable: tuple[int, ...] | None = None  # operand positions with gradients; None: all
     inplace_of: int | None = None  # operand whose buffer the result overwrites
     base: str | None = None  # for an in-place variant, its out-of-place op
     forward_only: bool = False  # never differentiated (comparisons, counters, stack queries)
     domain: tuple[Interval | None, ...] = ()  # per operand: where the op is safe and smooth
-    kink: Kernel | None = None  # xp, *args -> signed distance to a non-smooth point
+    # xp, *args, **attrs -> signed distances to the non-smooth points near which the op is drawn
+    # (a kink, a tie): its signs tell the smooth pieces apart, its least magnitude is the margin
+    kink: Kernel | None = None
     regions: tuple[str, ...] = ()  # labels of nested blocks
     # operand types -> the argument types of each nested block
     block_args: Callable[[Sequence[Type]], list[list[Type]]] | None = None
@@ -60,12 +62,12 @@ INPLACE: set[str] = set()  # the ops that overwrite an operand (`inplace_of`): a
 
 
 # The kinks ops share (one function each, so that a generator can tell two ops' kinks are one):
-def at_zero(xp: Any, x: Any) -> Any:
+def at_zero(xp: Any, x: Any, **attrs: Any) -> Any:
     """Non-smooth where the operand is 0 (abs, relu, sign)."""
     return x
 
 
-def at_tie(xp: Any, a: Any, b: Any) -> Any:
+def at_tie(xp: Any, a: Any, b: Any, **attrs: Any) -> Any:
     """Non-smooth where the two operands tie (maximum, minimum, comparisons)."""
     return a - b
 

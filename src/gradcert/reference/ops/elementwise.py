@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+import scipy.special  # type: ignore[import-untyped]
+
 from ..types import TensorType, Type
 from .base import (
     Interval,
@@ -275,4 +278,88 @@ binary(
         lambda: ctx.multiply(cts[0], ctx.multiply(ctx.primal(op.results[0]), ctx.log(_a(ctx, op)))),
     ),
     domain=((0.3, 2.5), (-2.0, 2.0)),
+)
+
+
+# --- special functions and clip ------------------------------------------------------------------
+
+_TWO_OVER_SQRT_PI = 1.1283791670955126
+_INV_SQRT2 = 0.7071067811865476
+_INV_SQRT_2PI = 0.3989422804014327
+_SQRT_2_OVER_PI = 0.7978845608028654
+_GELU_CUBIC = 0.044715
+
+
+def erf(xp: Any, x: Any) -> Any:
+    """erf on any Array-API namespace (the standard has none): 2/sqrt(pi) exp(-x^2) times the
+    series sum_n 2^n x^(2n+1) / (1 3 5 ... (2n+1)), whose terms are all of one sign, so no
+    cancellation; past |x| = 6, erf is +-1 to double precision. On NumPy, SciPy's (the same to
+    1e-15, and a hundred times faster on the interpreter's hot path)."""
+    if isinstance(x, np.ndarray):
+        return scipy.special.erf(x)
+    x = xp.clip(x, -6.0, 6.0)
+    x2 = x * x
+    term, total = x, x
+    n_terms = int(2.0 * float(xp.max(x2))) + 40 if x.size else 0  # (the terms peak near n = x^2, then fall fast)
+    for n in range(1, n_terms):
+        term = term * (2.0 * x2) / (2 * n + 1)
+        total = total + term
+    return _TWO_OVER_SQRT_PI * xp.exp(-x2) * total
+
+
+def _erf_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+    density = ctx.scale(ctx.exp(ctx.neg(ctx.square(_x(ctx, op)))), scale=_TWO_OVER_SQRT_PI, bias=0.0)
+    return [ctx.multiply(cts[0], density)]
+
+
+def _gelu(xp: Any, x: Any, approximate: bool) -> Any:
+    if approximate:
+        return 0.5 * x * (1.0 + xp.tanh(_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x)))
+    return 0.5 * x * (1.0 + erf(xp, x * _INV_SQRT2))
+
+
+def _gelu_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+    x = _x(ctx, op)
+    if op.attrs["approximate"]:
+        # y = x/2 (1 + t), t = tanh(c (x + k x^3)): y' = (1 + t)/2 + x/2 (1 - t^2) c (1 + 3k x^2)
+        x2 = ctx.square(x)
+        t = ctx.tanh(
+            ctx.multiply(ctx.scale(x, scale=_SQRT_2_OVER_PI, bias=0.0), ctx.scale(x2, scale=_GELU_CUBIC, bias=1.0))
+        )
+        inner = ctx.scale(x2, scale=3.0 * _GELU_CUBIC * _SQRT_2_OVER_PI, bias=_SQRT_2_OVER_PI)
+        slope = ctx.multiply(
+            ctx.multiply(ctx.scale(x, scale=0.5, bias=0.0), ctx.scale(ctx.square(t), scale=-1.0, bias=1.0)), inner
+        )
+        d = ctx.add(ctx.scale(t, scale=0.5, bias=0.5), slope)
+    else:
+        # y = x Phi(x): y' = Phi(x) + x phi(x)
+        cdf = ctx.scale(ctx.erf(ctx.scale(x, scale=_INV_SQRT2, bias=0.0)), scale=0.5, bias=0.5)
+        pdf = ctx.scale(ctx.exp(ctx.scale(ctx.square(x), scale=-0.5, bias=0.0)), scale=_INV_SQRT_2PI, bias=0.0)
+        d = ctx.add(cdf, ctx.multiply(x, pdf))
+    return [ctx.multiply(cts[0], d)]
+
+
+def _clip_kink(xp: Any, x: Any, min: float, max: float) -> Any:
+    """The distance to the nearer bound, negative outside [min, max]."""
+    return xp.minimum(x - min, max - x)
+
+
+def _clip_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+    x, t = _x(ctx, op), op.results[0].type
+    lo = ctx.full(shape=[], value=op.attrs["min"], dtype=t.dtype)
+    hi = ctx.full(shape=[], value=op.attrs["max"], dtype=t.dtype)
+    inside = ctx.multiply(
+        ctx.cast(ctx.greater_than(x, lo), dtype=t.dtype), ctx.cast(ctx.less_than(x, hi), dtype=t.dtype)
+    )
+    return [ctx.multiply(cts[0], inside)]
+
+
+unary("erf", erf, _erf_vjp)
+unary("gelu", _gelu, _gelu_vjp, attrs={"approximate": "bool"}, defaults={"approximate": False})
+unary(
+    "clip",
+    lambda xp, x, min, max: xp.clip(x, min, max),
+    _clip_vjp,
+    kink=_clip_kink,
+    attrs={"min": "float", "max": "float"},
 )
