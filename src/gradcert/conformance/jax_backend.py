@@ -49,7 +49,7 @@ from ..reference.types import TensorType, is_differentiable
 from .api import BackendResult, Unsupported
 from .backends import framework_version
 from .contract import paths, to_contract
-from .lowering import VECTORS, Lower, Lowering, kernels, trip_slice
+from .lowering import VECTORS, Lower, Lowering, kernels, last_wins, trip_slice
 
 TRIP_LIMIT = 10_000
 
@@ -94,11 +94,71 @@ def _pad(low: Lowering, op: Operation, a: list[Any]) -> Any:
     return low.ns.numpy.pad(a[0], list(zip(op.attrs["low"], op.attrs["high"])))
 
 
+def _grid(low: Lowering, indices: Any, axis: int) -> tuple[Any, ...]:
+    """Where each element of `indices` points, as a full index (`put_along_axis`)."""
+    g = list(low.ns.numpy.indices(indices.shape, sparse=True))
+    g[axis % indices.ndim] = indices
+    return tuple(g)
+
+
+def _put_along_axis(low: Lowering, op: Operation, a: list[Any]) -> Any:
+    x, indices, values = a
+    at = x.at[_grid(low, indices, op.attrs["axis"])]
+    return at.add(values) if op.attrs["reduce"] == "add" else at.set(values)
+
+
+def _scatter(low: Lowering, op: Operation, a: list[Any]) -> Any:
+    x, index, updates = a
+    if op.attrs["overwrite"]:
+        keep = low.ns.numpy.asarray(last_wins(index))
+        return x.at[index[keep]].set(updates[keep])
+    return x.at[index].set(0.0).at[index].add(updates)
+
+
+def _topk(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
+    jnp, ax, sign = low.ns.numpy, op.attrs["axis"], 1.0 if op.attrs["largest"] else -1.0
+    values, indices = low.ns.lax.top_k(jnp.moveaxis(sign * a[0], ax, -1), op.attrs["k"])
+    return [sign * jnp.moveaxis(values, -1, ax), jnp.moveaxis(indices, -1, ax).astype(jnp.int64)]
+
+
+def _at_axis(op: Operation, index: Any) -> tuple[Any, ...]:
+    rank: int = op.operands[0].type.rank  # type: ignore[union-attr]
+    return tuple([slice(None)] * (op.attrs["axis"] % rank) + [index])
+
+
+def _slices(op: Operation) -> tuple[slice, ...]:
+    idx = [slice(None)] * op.operands[0].type.rank  # type: ignore[union-attr]
+    for ax, s, e in zip(op.attrs["axes"], op.attrs["starts"], op.attrs["ends"]):
+        idx[ax % len(idx)] = slice(s, e)
+    return tuple(idx)
+
+
+def _axes(op: Operation) -> tuple[int, ...] | None:
+    return tuple(op.attrs["axes"]) or None
+
+
 TABLE: dict[str, Lower] = {
     "if": _if,
     "while": _while,
     "pad": _pad,
     **VECTORS,
+    "erf": lambda low, op, a: low.ns.lax.erf(a[0]),
+    "gelu": lambda low, op, a: low.ns.nn.gelu(a[0], approximate=op.attrs["approximate"]),
+    "softmax": lambda low, op, a: low.ns.nn.softmax(a[0], axis=op.attrs["axis"]),
+    "log_softmax": lambda low, op, a: low.ns.nn.log_softmax(a[0], axis=op.attrs["axis"]),
+    "logsumexp": lambda low, op, a: low.ns.nn.logsumexp(a[0], axis=_axes(op), keepdims=op.attrs["keepdim"]),
+    "cumsum": lambda low, op, a: low.ns.lax.cumsum(
+        a[0], axis=op.attrs["axis"] % a[0].ndim, reverse=op.attrs["reverse"]
+    ),
+    "topk": _topk,
+    "p_norm": lambda low, op, a: low.ns.numpy.linalg.vector_norm(
+        a[0], ord=op.attrs["p"], axis=op.attrs["axis"], keepdims=op.attrs["keepdim"]
+    ),
+    "index_add": lambda low, op, a: a[0].at[_at_axis(op, a[1])].add(a[2]),
+    "put_along_axis": _put_along_axis,
+    "scatter": _scatter,
+    "set_value_with_tensor": lambda low, op, a: a[0].at[_slices(op)].set(a[1]),
+    "set_value_with_tensor_": lambda low, op, a: a[0].at[_slices(op)].set(a[1]),
 }
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..reference.ir import Block, Operation, Value
 from ..reference.ops import OPS
 from ..reference.prune import coreachable
@@ -124,6 +126,15 @@ def kernels(xp: Any) -> Lower:
         return kernel(xp, *a, **op.attrs)
 
     return lower
+
+
+def last_wins(index: Any) -> list[int]:
+    """The positions of an index vector's last occurrences: `scatter` with `overwrite` keeps the
+    last update at a row (Paddle's semantics). A framework that leaves the winner of duplicate
+    writes unspecified (PyTorch's `index_put`, JAX's `.at[].set`) is given only those, with the
+    index values known when the case is lowered."""
+    rows = [int(r) for r in np.asarray(index).tolist()]
+    return [k for k, r in enumerate(rows) if r not in rows[k + 1 :]]
 
 
 # Vectors are Python lists of the framework's tensors: `combine` makes one, `split` takes it apart.

@@ -104,6 +104,19 @@ def _axes(op: Operation) -> list[int] | None:
     return list(op.attrs["axes"]) or None
 
 
+def _slice_attrs(op: Operation) -> tuple[list[int], list[int], list[int], list[int]]:
+    """starts, ends, steps, axes of a slice assignment."""
+    n = len(op.attrs["axes"])
+    return list(op.attrs["starts"]), list(op.attrs["ends"]), [1] * n, list(op.attrs["axes"])
+
+
+def _index_of(op: Operation) -> tuple[slice, ...]:
+    idx = [slice(None)] * op.operands[0].type.rank  # type: ignore[union-attr]
+    for ax, s, e in zip(op.attrs["axes"], op.attrs["starts"], op.attrs["ends"]):
+        idx[ax % len(idx)] = slice(s, e)
+    return tuple(idx)
+
+
 def _pad(low: Lowering, op: Operation, a: list[Any]) -> Any:
     pad = [n for lo, hi in zip(op.attrs["low"], op.attrs["high"]) for n in (lo, hi)]
     return low.ns.nn.functional.pad(a[0], pad, mode="constant", value=0.0)
@@ -155,6 +168,38 @@ TABLE: dict[str, Lower] = {
     "stack": lambda low, op, a: low.ns.stack(a[0], axis=op.attrs["axis"]),
     "unbind": lambda low, op, a: list(low.ns.unbind(a[0], axis=op.attrs["axis"])),
     "add_n": lambda low, op, a: low.ns.add_n(a[0]),
+    "erf": _unary("erf"),
+    "gelu": lambda low, op, a: low.ns.nn.functional.gelu(a[0], approximate=op.attrs["approximate"]),
+    "clip": lambda low, op, a: low.ns.clip(a[0], op.attrs["min"], op.attrs["max"]),
+    "softmax": lambda low, op, a: low.ns.nn.functional.softmax(a[0], axis=op.attrs["axis"]),
+    "log_softmax": lambda low, op, a: low.ns.nn.functional.log_softmax(a[0], axis=op.attrs["axis"]),
+    "logsumexp": lambda low, op, a: low.ns.logsumexp(a[0], axis=_axes(op), keepdim=op.attrs["keepdim"]),
+    "max": lambda low, op, a: low.ns.max(a[0], axis=_axes(op), keepdim=op.attrs["keepdim"]),
+    "min": lambda low, op, a: low.ns.min(a[0], axis=_axes(op), keepdim=op.attrs["keepdim"]),
+    "prod": lambda low, op, a: low.ns.prod(a[0], axis=_axes(op), keepdim=op.attrs["keepdim"]),
+    # (`paddle.cumsum` has no `reverse`; its op does: x, axis, flatten, exclusive, reverse)
+    "cumsum": lambda low, op, a: low.ns._C_ops.cumsum(a[0], op.attrs["axis"], False, False, op.attrs["reverse"]),
+    "cumprod": lambda low, op, a: low.ns.cumprod(a[0], dim=op.attrs["axis"]),
+    "topk": lambda low, op, a: list(
+        low.ns.topk(a[0], op.attrs["k"], axis=op.attrs["axis"], largest=op.attrs["largest"], sorted=True)
+    ),
+    "p_norm": lambda low, op, a: low.ns.linalg.norm(
+        a[0], p=op.attrs["p"], axis=op.attrs["axis"], keepdim=op.attrs["keepdim"]
+    ),
+    "gather": lambda low, op, a: low.ns.gather(a[0], a[1], axis=op.attrs["axis"]),
+    "index_select": lambda low, op, a: low.ns.index_select(a[0], a[1], axis=op.attrs["axis"]),
+    "index_add": lambda low, op, a: low.ns.index_add(a[0], a[1], op.attrs["axis"], a[2]),
+    "take_along_axis": lambda low, op, a: low.ns.take_along_axis(a[0], a[1], op.attrs["axis"]),
+    "put_along_axis": lambda low, op, a: low.ns.put_along_axis(
+        a[0], a[1], a[2], op.attrs["axis"], reduce=op.attrs["reduce"]
+    ),
+    "scatter": lambda low, op, a: low.ns.scatter(a[0], a[1], a[2], overwrite=op.attrs["overwrite"]),
+    # out of place: the op itself (x, value, starts, ends, steps, axes, decrease_axes, none_axes)
+    "set_value_with_tensor": lambda low, op, a: low.ns._C_ops.set_value_with_tensor(
+        a[0], a[1], *_slice_attrs(op), [], []
+    ),
+    # in place: what `x[a:b] = v` makes in a static program (`paddle.static.setitem`)
+    "set_value_with_tensor_": lambda low, op, a: low.ns.static.setitem(a[0], _index_of(op), a[1]),
 }
 
 

@@ -36,7 +36,7 @@ from ..reference.types import TensorType, is_differentiable
 from .api import BackendResult, Unsupported
 from .backends import framework_version
 from .contract import paths, to_contract
-from .lowering import VECTORS, Lower, Lowering, kernels
+from .lowering import VECTORS, Lower, Lowering, kernels, last_wins
 
 TRIP_LIMIT = 10_000
 
@@ -68,6 +68,59 @@ def _pad(low: Lowering, op: Operation, a: list[Any]) -> Any:
     return low.ns.nn.functional.pad(a[0], pad)
 
 
+def _reduce(fn: str) -> Lower:
+    """A reduction over the op's axes (none: all)."""
+
+    def lower(low: Lowering, op: Operation, a: list[Any]) -> Any:
+        axes = tuple(op.attrs["axes"]) or tuple(range(a[0].ndim))
+        return getattr(low.ns, fn)(a[0], dim=axes, keepdim=op.attrs["keepdim"])
+
+    return lower
+
+
+def _prod(low: Lowering, op: Operation, a: list[Any]) -> Any:
+    # torch.prod reduces one dim at a time: the reduced dims, last first, kept until the end
+    x = a[0]
+    for ax in sorted((d % max(x.ndim, 1) for d in op.attrs["axes"] or range(x.ndim)), reverse=True):
+        x = low.ns.prod(x, dim=ax, keepdim=True)
+    if not op.attrs["keepdim"]:
+        x = x.reshape(op.results[0].type.shape)  # type: ignore[union-attr]
+    return x
+
+
+def _cumsum(low: Lowering, op: Operation, a: list[Any]) -> Any:
+    ax = op.attrs["axis"]
+    if op.attrs["reverse"]:
+        return low.ns.cumsum(a[0].flip(ax), dim=ax).flip(ax)
+    return low.ns.cumsum(a[0], dim=ax)
+
+
+def _slices(op: Operation, ndim: int) -> tuple[slice, ...]:
+    idx = [slice(None)] * ndim
+    for ax, s, e in zip(op.attrs["axes"], op.attrs["starts"], op.attrs["ends"]):
+        idx[ax % ndim] = slice(s, e)
+    return tuple(idx)
+
+
+def _set_value(low: Lowering, op: Operation, a: list[Any]) -> Any:
+    out = a[0].clone()
+    out[_slices(op, out.ndim)] = a[1]
+    return out
+
+
+def _set_value_(low: Lowering, op: Operation, a: list[Any]) -> Any:
+    a[0][_slices(op, a[0].ndim)] = a[1]  # (PyTorch's in-place slice assignment: CopySlices)
+    return a[0]
+
+
+def _scatter(low: Lowering, op: Operation, a: list[Any]) -> Any:
+    x, index, updates = a
+    if op.attrs["overwrite"]:
+        keep = low.ns.tensor(last_wins(index.cpu()), dtype=low.ns.int64, device=index.device)
+        return x.index_put((index[keep],), updates[keep], accumulate=False)
+    return x.index_fill(0, index, 0.0).index_add(0, index, updates)
+
+
 TABLE: dict[str, Lower] = {
     "if": _if,
     "while": _while,
@@ -75,6 +128,37 @@ TABLE: dict[str, Lower] = {
     **VECTORS,
     **{name: _inplace for name, d in OPS.items() if d.inplace_of is not None},
     "scale_": lambda low, op, a: a[0].mul_(op.attrs["scale"]).add_(op.attrs["bias"]),
+    "erf": lambda low, op, a: low.ns.special.erf(a[0]),
+    "gelu": lambda low, op, a: low.ns.nn.functional.gelu(
+        a[0], approximate="tanh" if op.attrs["approximate"] else "none"
+    ),
+    "clip": lambda low, op, a: low.ns.clamp(a[0], op.attrs["min"], op.attrs["max"]),
+    "softmax": lambda low, op, a: low.ns.softmax(a[0], dim=op.attrs["axis"]),
+    "log_softmax": lambda low, op, a: low.ns.log_softmax(a[0], dim=op.attrs["axis"]),
+    "logsumexp": _reduce("logsumexp"),
+    "max": _reduce("amax"),
+    "min": _reduce("amin"),
+    "prod": _prod,
+    "cumsum": _cumsum,
+    "cumprod": lambda low, op, a: low.ns.cumprod(a[0], dim=op.attrs["axis"]),
+    "topk": lambda low, op, a: list(
+        low.ns.topk(a[0], op.attrs["k"], dim=op.attrs["axis"], largest=op.attrs["largest"], sorted=True)
+    ),
+    "p_norm": lambda low, op, a: low.ns.linalg.vector_norm(
+        a[0], ord=op.attrs["p"], dim=op.attrs["axis"], keepdim=op.attrs["keepdim"]
+    ),
+    "gather": lambda low, op, a: low.ns.index_select(a[0], op.attrs["axis"], a[1]),
+    "index_select": lambda low, op, a: low.ns.index_select(a[0], op.attrs["axis"], a[1]),
+    "index_add": lambda low, op, a: low.ns.index_add(a[0], op.attrs["axis"], a[1], a[2]),
+    "take_along_axis": lambda low, op, a: low.ns.take_along_dim(a[0], a[1], dim=op.attrs["axis"]),
+    "put_along_axis": lambda low, op, a: (
+        low.ns.scatter_add(a[0], op.attrs["axis"], a[1], a[2])
+        if op.attrs["reduce"] == "add"
+        else low.ns.scatter(a[0], op.attrs["axis"], a[1], a[2])
+    ),
+    "scatter": _scatter,
+    "set_value_with_tensor": _set_value,
+    "set_value_with_tensor_": _set_value_,
 }
 
 
