@@ -49,7 +49,10 @@ MAX_RANK = 4
 MAX_TRIPS = 8
 TRIP_BUDGET = 16  # the trips of nested loops, multiplied: bounds a case's run time
 SQUASH = ["tanh", "sin", "sigmoid"]
-UNARY = ["tanh", "sin", "cos", "exp", "sigmoid", "square", "neg", "scale", "log", "sqrt", "reciprocal", "abs", "relu"]
+UNARY = [
+    "tanh", "sin", "cos", "exp", "sigmoid", "square", "neg", "scale", "log", "sqrt", "reciprocal", "abs", "relu",
+    "erf", "gelu",
+]  # fmt: skip
 BINARY = ["add", "multiply", "subtract", "divide", "maximum", "minimum", "pow"]
 _UNARY_KINKS = [(n, OPS[n].kink) for n in UNARY]
 _BINARY_KINKS = [(n, OPS[n].kink) for n in BINARY]
@@ -71,7 +74,21 @@ BODY_BOUND: dict[str, Callable[[list[float], dict[str, Any]], float]] = {
     "multiply": lambda a, attrs: a[0] * a[1],
     "divide": lambda a, attrs: a[0] / 0.3,
     "pow": lambda a, attrs: 2.5**2.5,
+    "erf": lambda a, attrs: 1.0,
+    "gelu": lambda a, attrs: a[0],
+    "softmax": lambda a, attrs: 1.0,
 }
+# bounds that depend on the operands' shapes: `n` the elements combined into one
+SPAN_BOUND: dict[str, Callable[[list[float], int], float]] = {
+    "cumsum": lambda a, n: a[0] * n,
+    "cumprod": lambda a, n: max(1.0, a[0]) ** n,
+    "prod": lambda a, n: max(1.0, a[0]) ** n,
+    "logsumexp": lambda a, n: a[0] + float(np.log(n)),
+    "log_softmax": lambda a, n: 2 * a[0] + float(np.log(n)),
+    "index_add": lambda a, n: a[0] + n * a[2],
+    "put_along_axis": lambda a, n: a[0] + n * a[2],
+}
+SPAN = 6  # the most elements a product or a scan combines: its rule takes each apart
 
 
 @dataclass
@@ -114,6 +131,8 @@ class Generator:
         self.kinks: dict[tuple[object, ...], bool] = {}  # (kink, operands...): whether it keeps MARGIN
         self.force_nested = False
         self.pb_inputs: list[Value] = []
+        self.pb: ProgramBuilder
+        self.xs: list[np.ndarray] = []  # the inputs' values, in the program's order
 
     def _switches(self) -> set[str]:
         """Swarm testing: each enabled feature of the focus (all, without one) is on in this draw with
@@ -158,6 +177,9 @@ class Generator:
         rule = BODY_BOUND.get(d.base or op.name)
         if rule is not None:
             return rule(a, op.attrs)
+        span = SPAN_BOUND.get(op.name)
+        if span is not None:
+            return span(a, _span(op))
         if op.name == "matmul":
             return a[0] * a[1] * op.operands[0].type.shape[-1]  # type: ignore[union-attr]
         if op.name == "sum":
@@ -208,14 +230,15 @@ class Generator:
         w = hi - lo
         return self.one(s, "scale", self.one(s, "sigmoid", v), scale=0.6 * w, bias=lo + 0.2 * w)
 
-    def off_kink(self, s: _Scope, kink: Callable[..., Any], args: Sequence[Value]) -> bool:
+    def off_kink(self, s: _Scope, kink: Callable[..., Any], args: Sequence[Value], **attrs: Any) -> bool:
         """Whether every element keeps MARGIN from the kink (an op's `kink` function)."""
         if not s.concrete:
             return False
-        key = (kink, *args)  # ops share kinks (abs and relu; maximum and minimum): tested once
+        # ops share kinks (abs and relu; maximum and minimum): tested once
+        key = (kink, *args, *sorted((k, str(v)) for k, v in attrs.items()))
         ok = self.kinks.get(key)
         if ok is None:
-            d = np.asarray(kink(np, *(self.it.env[v] for v in args)))
+            d = np.asarray(kink(np, *(self.it.env[v] for v in args), **attrs))
             # (a few elements: no NumPy reduction)
             ok = self.kinks[key] = min(map(abs, d.ravel().tolist()), default=MARGIN) >= MARGIN
         return ok
@@ -272,7 +295,19 @@ class Generator:
         if s.menu is None:
             s.menu = [
                 k
-                for k in ("unary", "binary", "reduction", "shape", "matmul", "vector", "misc", "if", "while")
+                for k in (
+                    "unary",
+                    "binary",
+                    "reduction",
+                    "shape",
+                    "matmul",
+                    "vector",
+                    "misc",
+                    "index",
+                    "along",
+                    "if",
+                    "while",
+                )  # fmt: skip
                 if k in self.on and (k not in ("if", "while") or s.depth < self.f.max_depth)
             ]
         menu = s.menu
@@ -292,13 +327,21 @@ class Generator:
             and (n != "exp" or bound <= 2.5)
             and (n != "square" or bound <= 2.4)
         ]
+        if s.concrete:
+            menu.append("clip")  # (bounds drawn off the values: its kinks keep MARGIN by construction)
         name = self.ch.choice(menu)
         dom = OPS[name].domain[0] if OPS[name].domain else None
         if dom is not None:
             v = self.adapt(s, v, dom)
-        attrs = (
-            {"scale": self.ch.choice([2.0, -0.5, 1.5]), "bias": self.ch.choice([0.0, 0.5])} if name == "scale" else {}
-        )
+        attrs: dict[str, Any] = {}
+        if name == "scale":
+            attrs = {"scale": self.ch.choice([2.0, -0.5, 1.5]), "bias": self.ch.choice([0.0, 0.5])}
+        elif name == "gelu":
+            attrs = {"approximate": self.ch.flag(0.5)}
+        elif name == "clip":
+            cuts = _cuts(self.it.env[v])
+            lo = self.ch.integer(0, len(cuts) - 2)
+            attrs = {"min": cuts[lo], "max": cuts[self.ch.integer(lo + 1, len(cuts) - 1)]}
         if "inplace" in self.on and v in s.local and name + "_" in OPS and self.ch.flag(0.5):
             self.one(s, name + "_", v, **attrs)
         else:
@@ -335,9 +378,132 @@ class Generator:
 
     def step_reduction(self, s: _Scope) -> None:
         v = self.pick(s)
-        rank = v.type.rank  # type: ignore[union-attr]
-        axes = [a for a in range(rank) if self.ch.flag(0.5)]
-        self.one(s, self.ch.choice(["sum", "mean"]), v, axes=axes, keepdim=self.ch.flag(0.5))
+        t = v.type
+        assert isinstance(t, TensorType)
+        axes = [a for a in range(t.rank) if self.ch.flag(0.5)]
+        attrs: dict[str, Any] = {"axes": axes, "keepdim": self.ch.flag(0.5)}
+        n = int(np.prod([t.shape[a] for a in axes or range(t.rank)]))
+        menu = ["sum", "mean", "logsumexp"] + (["prod"] if n <= SPAN else [])
+        menu += [m for m in ("max", "min") if self.off_kink(s, OPS[m].kink, [v], **attrs)]  # type: ignore[arg-type]
+        if t.rank and s.concrete:
+            menu.append("p_norm")
+        name = self.ch.choice(menu)
+        if name == "p_norm":
+            attrs = {"p": self.ch.choice([1.0, 2.0, float("inf")]), "axis": self.ch.integer(0, t.rank - 1)}
+            attrs["keepdim"] = self.ch.flag(0.5)
+            if not self.off_kink(s, OPS[name].kink, [v], **attrs):  # type: ignore[arg-type]
+                name, attrs = "sum", {"axes": [attrs["axis"]], "keepdim": attrs["keepdim"]}
+        elif name == "prod" and s.concrete and self.ch.flag(0.3):
+            v = self.with_zeros(s, v)
+        self.one(s, name, v, **attrs)
+
+    def with_zeros(self, s: _Scope, v: Value) -> Value:
+        """`v` with its elements below a threshold made exact zeros (where a product's rule must not
+        divide by the element): `where(v > c, v, 0)`, c keeping MARGIN from every element."""
+        cond = self.emit(s, "greater_than", [v, self.const(s, _gap(self.it.env[v]), "f64")])[0]
+        s.drop(cond)
+        return self.one(s, "where", cond, v, self.const(s, 0.0, "f64"))
+
+    # --- along an axis: the softmax family, scans, topk ---------------------------------------
+    def step_along(self, s: _Scope) -> None:
+        ranked = [w for w in self.floats(s) if w.type.rank]  # type: ignore[union-attr]
+        if not ranked:
+            return self.step_reduction(s)
+        v = self.pick(s, ranked)
+        t = v.type
+        assert isinstance(t, TensorType)
+        ax = self.ch.integer(0, t.rank - 1)
+        n = t.shape[ax]
+        menu = ["softmax", "log_softmax", "cumsum"] + (["cumprod"] if n <= SPAN else [])
+        k = self.ch.integer(1, n)
+        topk = {"k": k, "axis": ax, "largest": self.ch.flag(0.5)}
+        if self.off_kink(s, OPS["topk"].kink, [v], **topk):  # type: ignore[arg-type]
+            menu.append("topk")
+        name = self.ch.choice(menu)
+        if name == "topk":
+            values, indices = self.emit(s, "topk", [v], **topk)
+            s.drop(indices)
+            if self.bound[values] > BOUND:
+                s.drop(values)
+                self.emit(s, "tanh", [values])
+            return
+        if name == "cumprod" and s.concrete and self.ch.flag(0.3):
+            v = self.with_zeros(s, v)
+        attrs: dict[str, Any] = {"axis": ax}
+        if name == "cumsum":
+            attrs["reverse"] = self.ch.flag(0.3)
+        self.one(s, name, v, **attrs)
+
+    # --- indexing: index tensors drawn valid, duplicates on purpose --------------------------------
+    def index_input(self, shape: tuple[int, ...], n: int, unique_along: int | None = None) -> Value:
+        """A new i64 program input of `shape`, its elements in [0, n): drawn one by one (shrinking
+        to 0: duplicates), or, with `unique_along`, distinct along that axis (each line a piece
+        of a permutation)."""
+        values = np.zeros(shape, dtype=np.int64)
+        if unique_along is None:
+            for pos in np.ndindex(*shape):
+                values[pos] = self.ch.integer(0, n - 1)
+        else:
+            lines = [d for k, d in enumerate(shape) if k != unique_along]
+            for line in np.ndindex(*lines):
+                free = list(range(n))
+                for j in range(shape[unique_along]):
+                    pos = line[:unique_along] + (j,) + line[unique_along:]
+                    values[pos] = free.pop(self.ch.integer(0, len(free) - 1))
+        v = self.pb.input(f"i{len(self.xs)}", TensorType(shape, "i64"))
+        self.xs.append(values)
+        self.it.env[v] = values.copy()
+        return v
+
+    def like(self, s: _Scope, shape: tuple[int, ...], v: Value, make: Callable[[Value], Value]) -> Value:
+        """A float value of `shape`: one of the pool's, or `make` applied to `v` (which has the
+        shape of the tensor indexed)."""
+        same = [w for w in self.floats(s) if w.type.shape == shape]  # type: ignore[union-attr]
+        return self.pick(s, same) if same and self.ch.flag(0.5) else make(v)
+
+    def step_index(self, s: _Scope) -> None:
+        ranked = [w for w in self.floats(s) if w.type.rank]  # type: ignore[union-attr]
+        if not ranked:
+            return self.step_shape(s)
+        v = self.pick(s, ranked)
+        t = v.type
+        assert isinstance(t, TensorType)
+        ax = self.ch.integer(0, t.rank - 1)
+        n = t.shape[ax]
+        m = self.ch.integer(1, n + 2)  # (more indices than rows: duplicates for sure)
+        name = self.ch.choice(
+            ["gather", "index_select", "index_add", "take_along_axis", "put_along_axis", "scatter", "set_value"]
+        )
+        self.ch.note(f"index: {name}")
+        along = t.shape[:ax] + (m,) + t.shape[ax + 1 :]
+        if name in ("gather", "index_select"):
+            self.one(s, name, v, self.index_input((m,), n), axis=ax)
+        elif name == "index_add":
+            value = self.like(s, along, v, lambda w: self.one(s, "index_select", w, self.index_input((m,), n), axis=ax))
+            self.one(s, name, v, self.index_input((m,), n), value, axis=ax)
+        elif name == "take_along_axis":
+            self.one(s, name, v, self.index_input(along, n), axis=ax)
+        elif name == "put_along_axis":
+            add = self.ch.flag(0.5)
+            if not add:  # (distinct along the axis: which of two writes wins is unspecified)
+                along = t.shape[:ax] + (min(m, n),) + t.shape[ax + 1 :]
+            where = self.index_input(along, n, None if add else ax)
+            value = self.like(
+                s, along, v, lambda w: self.one(s, "take_along_axis", w, self.index_input(along, n), axis=ax)
+            )
+            self.one(s, name, v, where, value, axis=ax, reduce="add" if add else "assign")
+        elif name == "scatter":
+            rows = (m,) + t.shape[1:]
+            n0 = t.shape[0]
+            value = self.like(s, rows, v, lambda w: self.one(s, "gather", w, self.index_input((m,), n0), axis=0))
+            self.one(s, name, v, self.index_input((m,), n0), value, overwrite=self.ch.flag(0.5))
+        else:  # a slice of v overwritten by a value of its shape (in place: what `x[a:b] = y` makes)
+            start = self.ch.integer(0, n - 1)
+            cut = {"axes": [ax], "starts": [start], "ends": [self.ch.integer(start + 1, n)]}
+            part = t.shape[:ax] + (cut["ends"][0] - start,) + t.shape[ax + 1 :]
+            value = self.like(s, part, v, lambda w: self.one(s, "slice", w, **cut))
+            inplace = "inplace" in self.on and v in s.local and value is not v and self.ch.flag(0.5)
+            self.one(s, "set_value_with_tensor_" if inplace else "set_value_with_tensor", v, value, **cut)
 
     def step_shape(self, s: _Scope) -> None:
         v = self.pick(s)
@@ -528,10 +694,10 @@ class Generator:
 
     # --- the whole case ------------------------------------------------------------------------
     def case(self) -> Case:
-        pb = ProgramBuilder()
+        pb = self.pb = ProgramBuilder()
         top = _Scope(pb, [], set(), True, 0)
         n_in = self.ch.integer(1, 3)
-        xs = []
+        xs = self.xs = []
         for k in range(n_in):
             shape = self.ch.choice(SHAPES)
             sg = "stop_gradient" in self.on and self.ch.flag(0.2)
@@ -547,7 +713,7 @@ class Generator:
         self.ensure_required(top)
         if "unreachable" in self.on:
             shape = self.ch.choice(SHAPES)
-            pb.input(f"x{n_in}", TensorType(shape))
+            pb.input(f"x{len(xs)}", TensorType(shape))
             xs.append(self.ch.uniform(-1.0, 1.0, shape))
         floats = self.floats(top)
         least = 2 if "multi_output" in self.f.required and len(floats) >= 2 else 1
@@ -595,6 +761,25 @@ def _gap(x: np.ndarray) -> float:
     wide = [c for g, c in gaps if g >= 2 * MARGIN + 0.01]
     # rounding moves the threshold by < 1e-4, far less than the margin
     return round(float(wide[0]), 4) if wide else round(float(vals[0]) - 0.25, 4)
+
+
+def _cuts(x: np.ndarray) -> list[float]:
+    """Thresholds keeping MARGIN from every element of `x`, in order: below them all, in each wide
+    gap between two, above them all (clip's bounds)."""
+    vals = np.sort(np.asarray(x, dtype=np.float64).ravel())
+    inner = [(a + b) / 2 for a, b in zip(vals[:-1], vals[1:]) if b - a >= 2 * MARGIN + 0.01]
+    return [round(float(c), 4) for c in [vals[0] - 0.25, *inner, vals[-1] + 0.25]]
+
+
+def _span(op: Operation) -> int:
+    """How many elements an op combines into one (SPAN_BOUND)."""
+    x = op.operands[-1].type if op.name in ("index_add", "put_along_axis") else op.operands[0].type
+    assert isinstance(x, TensorType)
+    if "axes" in op.attrs:
+        return int(np.prod([x.shape[a] for a in op.attrs["axes"] or range(x.rank)]))
+    if op.name in ("index_add", "put_along_axis"):
+        return x.size
+    return x.shape[op.attrs["axis"]]
 
 
 @functools.cache

@@ -178,7 +178,7 @@ def load_case(path: str | Path) -> Case:
     return parse_case(read_source(path, CaseFileError), str(path))
 
 
-FAMILIES = frozenset({"unary", "binary", "reduction", "matmul", "shape", "vector", "misc"})
+FAMILIES = frozenset({"unary", "binary", "reduction", "matmul", "shape", "vector", "misc", "index", "along"})
 
 
 def describe_program(block: Block, inputs: Sequence[Value], outputs: Sequence[Value] = ()) -> set[str]:

@@ -4,10 +4,11 @@ Every value-making op of a case (and every program input) is one *event*, descri
 per dimension that changes the path a backward takes through it:
 
 - `op`: its kind — an op family (`unary`, `binary`, `reduction`, `matmul`, `shape`, `vector`,
-  `misc`), a region (`if`, `while`) or `input`;
+  `misc`, `index`, `along`), a region (`if`, `while`) or `input`;
 - `ctx`: where it sits — `top`, directly in an `if` branch, directly in a `while` body, nested two
   deep, three or more;
-- `rank`: the rank (0-4) of the tensor it reads (its result's, for an input); `dtype` likewise;
+- `rank`: the rank (0-4) of the float tensor it reads (its result's, for an input); `dtype`
+  likewise (an index tensor is read, never differentiated: it makes no event);
 - `trips`: for a loop and for everything in its body, the loop's trip count: 0, 1, 2-3, 4-8, or
   `data` where the count is decided by a float condition;
 - flags: `inplace` (an in-place op), `broadcast` (operands of different shapes), `stop_gradient`,
@@ -34,7 +35,7 @@ from .case import Case
 
 Pair = tuple[str, str]
 
-KINDS = ("unary", "binary", "reduction", "matmul", "shape", "vector", "misc", "if", "while", "input")
+KINDS = ("unary", "binary", "reduction", "matmul", "shape", "vector", "misc", "index", "along", "if", "while", "input")
 CONTEXTS = ("top", "if", "while", "depth2", "depth3")
 RANKS = ("0", "1", "2", "3", "4")
 TRIPS = ("0", "1", "2-3", "4-8", "data")
@@ -52,6 +53,7 @@ DIMENSIONS: dict[str, tuple[str, ...]] = {
 CELLS = tuple(c for cells in DIMENSIONS.values() for c in cells)
 _DIM = {c: d for d, cells in DIMENSIONS.items() for c in cells}
 _REGIONS = ("if", "while")
+_BROADCASTING = ("binary", "misc")  # (an index op's operands differ in shape by design)
 
 # Why a pair is never met, by construction of the op set and the IR: each rule is a predicate on a
 # pair's two cells (`_with(a, b, cell)`: the pair's other cell where one is `cell`), with its reason.
@@ -72,12 +74,18 @@ UNREACHABLE: list[tuple[str, Callable[[str, str], bool]]] = [
         ),
     ),
     (
-        "only elementwise ops have in-place variants",
-        lambda a, b: _dim(_with(a, b, "inplace")) == "op" and _with(a, b, "inplace")[3:] not in ("unary", "binary"),
+        "only elementwise ops and slice assignment have in-place variants",
+        lambda a, b: (
+            _dim(_with(a, b, "inplace")) == "op" and _with(a, b, "inplace")[3:] not in ("unary", "binary", "index")
+        ),
+    ),
+    (
+        "indexing and ops along an axis read a tensor of rank >= 1",
+        lambda a, b: {a, b} in ({"op:index", "rank:0"}, {"op:along", "rank:0"}),
     ),
     (
         "only binary ops and where broadcast their operands",
-        lambda a, b: _dim(_with(a, b, "broadcast")) == "op" and _with(a, b, "broadcast")[3:] not in ("binary", "misc"),
+        lambda a, b: _dim(_with(a, b, "broadcast")) == "op" and _with(a, b, "broadcast")[3:] not in _BROADCASTING,
     ),
     (
         "an in-place op writes a tensor of its own block, never a split's element",
@@ -142,7 +150,7 @@ def events(case: Case) -> Iterator[frozenset[str]]:
         return out
 
     for v in p.inputs:
-        if isinstance(v.type, TensorType):
+        if isinstance(v.type, TensorType) and is_differentiable(v.type):
             yield frozenset({"op:input", "ctx:top", *_tensor(v), *flags([v])})
     yield from _block(p.block, 0, "top", None, flags)
 
@@ -167,7 +175,7 @@ def _block(block: Block, depth: int, region: str, trips: str | None, flags: obje
             continue
         if d.family not in KINDS or not any(is_differentiable(r.type) for r in op.results):
             continue  # (a loop counter's arithmetic, a split's tuple: no value a backward differentiates)
-        tensors = [v for v in op.operands if isinstance(v.type, TensorType) and v.type.dtype != "bool"]
+        tensors = [v for v in op.operands if isinstance(v.type, TensorType) and is_differentiable(v.type)]
         cells = {f"op:{d.family}", ctx, *flags(op.results)}  # type: ignore[operator]
         if tensors:
             cells |= _tensor(tensors[0])
@@ -178,7 +186,7 @@ def _block(block: Block, depth: int, region: str, trips: str | None, flags: obje
             cells.add(f"trips:{trips}")
         if d.inplace_of is not None:
             cells.add("inplace")
-        if len({v.type.shape for v in tensors}) > 1:  # type: ignore[union-attr]
+        if d.family in _BROADCASTING and len({v.type.shape for v in tensors}) > 1:  # type: ignore[union-attr]
             cells.add("broadcast")
         if any(isinstance(v.owner, Operation) and v.owner.name == "split" for v in op.operands):
             cells.add("element")

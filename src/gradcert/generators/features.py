@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-FAMILIES = frozenset({"unary", "binary", "reduction", "matmul", "shape", "vector", "misc"})
+FAMILIES = frozenset({"unary", "binary", "reduction", "matmul", "shape", "vector", "misc", "index", "along"})
 CONSTRUCTS = frozenset(
     {
         "if",
