@@ -62,10 +62,14 @@ def feats(
 ) -> Features:
     """A test's draws: every feature but those `without` may be in a case, and `required` ones are
     in every case; swarm switches pick, per draw, which others are on: those of the test's `focus`
-    mostly, the rest now and then (`Features.focus`). `depth` nests if/while, `ops` top-level steps."""
-    from ..generators.features import ALL, Features
+    mostly, the rest now and then (`Features.focus`). `depth` nests if/while, `ops` top-level steps.
+    The families a test does not name among `ALONE` (`features.py`) are left out: their own areas
+    draw them."""
+    from ..generators.features import ALL, ALONE, Features
 
-    return Features(ALL - frozenset(without), ops, depth, True, frozenset(required), frozenset(focus))
+    named = frozenset(required) | frozenset(focus)
+    enabled = ALL - frozenset(without) - (ALONE - named)
+    return Features(enabled, ops, depth, True, frozenset(required), frozenset(focus))
 
 
 # The backend's declared capabilities, set by the plugin before the first draw: every area's

@@ -49,7 +49,7 @@ from ..reference.types import TensorType, is_differentiable
 from .api import BackendResult, Unsupported
 from .backends import framework_version
 from .contract import paths, to_contract
-from .lowering import VECTORS, Lower, Lowering, kernels, last_wins, trip_slice
+from .lowering import VECTORS, Lower, Lowering, kernels, trip_slice
 
 TRIP_LIMIT = 10_000
 
@@ -101,18 +101,30 @@ def _grid(low: Lowering, indices: Any, axis: int) -> tuple[Any, ...]:
     return tuple(g)
 
 
+def _at(low: Lowering, x: Any) -> Any:
+    """`x.at`: on a jax Array (a constant folded at trace time is a NumPy-like array)."""
+    return low.ns.numpy.asarray(x).at
+
+
 def _put_along_axis(low: Lowering, op: Operation, a: list[Any]) -> Any:
     x, indices, values = a
-    at = x.at[_grid(low, indices, op.attrs["axis"])]
+    at = _at(low, x)[_grid(low, indices, op.attrs["axis"])]
     return at.add(values) if op.attrs["reduce"] == "add" else at.set(values)
 
 
 def _scatter(low: Lowering, op: Operation, a: list[Any]) -> Any:
+    """Rows written are zeroed, then updates added: all of them, or (overwrite) the last written
+    to each row -- JAX leaves the winner of duplicate `.set` writes unspecified, and the index may
+    be a traced value, so the winners are computed by JAX too."""
+    jnp = low.ns.numpy
     x, index, updates = a
+    cleared = _at(low, x)[index].set(0.0)
     if op.attrs["overwrite"]:
-        keep = low.ns.numpy.asarray(last_wins(index))
-        return x.at[index[keep]].set(updates[keep])
-    return x.at[index].set(0.0).at[index].add(updates)
+        order = jnp.arange(index.shape[0])
+        later = (index[None, :] == index[:, None]) & (order[None, :] > order[:, None])
+        won = jnp.reshape(~jnp.any(later, axis=1), (-1,) + (1,) * (updates.ndim - 1))
+        updates = jnp.where(won, updates, 0.0)
+    return cleared.at[index].add(updates)
 
 
 def _topk(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
@@ -154,11 +166,11 @@ TABLE: dict[str, Lower] = {
     "p_norm": lambda low, op, a: low.ns.numpy.linalg.vector_norm(
         a[0], ord=op.attrs["p"], axis=op.attrs["axis"], keepdims=op.attrs["keepdim"]
     ),
-    "index_add": lambda low, op, a: a[0].at[_at_axis(op, a[1])].add(a[2]),
+    "index_add": lambda low, op, a: _at(low, a[0])[_at_axis(op, a[1])].add(a[2]),
     "put_along_axis": _put_along_axis,
     "scatter": _scatter,
-    "set_value_with_tensor": lambda low, op, a: a[0].at[_slices(op)].set(a[1]),
-    "set_value_with_tensor_": lambda low, op, a: a[0].at[_slices(op)].set(a[1]),
+    "set_value_with_tensor": lambda low, op, a: _at(low, a[0])[_slices(op)].set(a[1]),
+    "set_value_with_tensor_": lambda low, op, a: _at(low, a[0])[_slices(op)].set(a[1]),
 }
 
 

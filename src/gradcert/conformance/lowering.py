@@ -131,8 +131,8 @@ def kernels(xp: Any) -> Lower:
 def last_wins(index: Any) -> list[int]:
     """The positions of an index vector's last occurrences: `scatter` with `overwrite` keeps the
     last update at a row (Paddle's semantics). A framework that leaves the winner of duplicate
-    writes unspecified (PyTorch's `index_put`, JAX's `.at[].set`) is given only those, with the
-    index values known when the case is lowered."""
+    writes unspecified and runs eagerly (PyTorch's `index_put`) is given only those, the index
+    values known when the case is lowered."""
     rows = [int(r) for r in np.asarray(index).tolist()]
     return [k for k, r in enumerate(rows) if r not in rows[k + 1 :]]
 

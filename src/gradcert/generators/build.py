@@ -49,12 +49,14 @@ MAX_RANK = 4
 MAX_TRIPS = 8
 TRIP_BUDGET = 16  # the trips of nested loops, multiplied: bounds a case's run time
 SQUASH = ["tanh", "sin", "sigmoid"]
-UNARY = [
-    "tanh", "sin", "cos", "exp", "sigmoid", "square", "neg", "scale", "log", "sqrt", "reciprocal", "abs", "relu",
-    "erf", "gelu",
-]  # fmt: skip
+UNARY = ["tanh", "sin", "cos", "exp", "sigmoid", "square", "neg", "scale", "log", "sqrt", "reciprocal", "abs", "relu"]
+# The op-set extension (`along.py`, `indexing.py`, erf, gelu, clip): its elementwise ops and
+# reductions join the unary and reduction steps where `along` is on (features.ALONE), so that
+# the draws of the areas that do not name it stay as they were.
+UNARY_MORE = ["erf", "gelu"]
 BINARY = ["add", "multiply", "subtract", "divide", "maximum", "minimum", "pow"]
 _UNARY_KINKS = [(n, OPS[n].kink) for n in UNARY]
+_UNARY_MORE_KINKS = [(n, OPS[n].kink) for n in UNARY + UNARY_MORE]
 _BINARY_KINKS = [(n, OPS[n].kink) for n in BINARY]
 # a bound on |result| from bounds on the operands, for ops allowed in loop bodies
 BODY_BOUND: dict[str, Callable[[list[float], dict[str, Any]], float]] = {
@@ -320,14 +322,15 @@ class Generator:
     def step_unary(self, s: _Scope) -> None:
         v = self.pick(s)
         bound = self.bound[v]
+        more = "along" in self.on
         menu = [
             n
-            for n, kink in _UNARY_KINKS
+            for n, kink in (_UNARY_MORE_KINKS if more else _UNARY_KINKS)
             if (kink is None or self.off_kink(s, kink, [v]))
             and (n != "exp" or bound <= 2.5)
             and (n != "square" or bound <= 2.4)
         ]
-        if s.concrete:
+        if more and s.concrete:
             menu.append("clip")  # (bounds drawn off the values: its kinks keep MARGIN by construction)
         name = self.ch.choice(menu)
         dom = OPS[name].domain[0] if OPS[name].domain else None
@@ -381,13 +384,17 @@ class Generator:
         t = v.type
         assert isinstance(t, TensorType)
         axes = [a for a in range(t.rank) if self.ch.flag(0.5)]
-        attrs: dict[str, Any] = {"axes": axes, "keepdim": self.ch.flag(0.5)}
-        n = int(np.prod([t.shape[a] for a in axes or range(t.rank)]))
-        menu = ["sum", "mean", "logsumexp"] + (["prod"] if n <= SPAN else [])
-        menu += [m for m in ("max", "min") if self.off_kink(s, OPS[m].kink, [v], **attrs)]  # type: ignore[arg-type]
-        if t.rank and s.concrete:
-            menu.append("p_norm")
+        menu = ["sum", "mean"]
+        if "along" in self.on:
+            n = int(np.prod([t.shape[a] for a in axes or range(t.rank)]))
+            menu += ["logsumexp"] + (["prod"] if n <= SPAN else [])
+            for m in ("max", "min"):  # (keepdim does not move a tie)
+                if self.off_kink(s, OPS[m].kink, [v], axes=axes, keepdim=False):  # type: ignore[arg-type]
+                    menu.append(m)
+            if t.rank and s.concrete:
+                menu.append("p_norm")
         name = self.ch.choice(menu)
+        attrs: dict[str, Any] = {"axes": axes, "keepdim": self.ch.flag(0.5)}
         if name == "p_norm":
             attrs = {"p": self.ch.choice([1.0, 2.0, float("inf")]), "axis": self.ch.integer(0, t.rank - 1)}
             attrs["keepdim"] = self.ch.flag(0.5)

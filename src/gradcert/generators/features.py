@@ -27,6 +27,10 @@ CONSTRUCTS = frozenset(
     }
 )
 ALL = FAMILIES | CONSTRUCTS
+# Families that a certification area draws only where it names them (their own areas, `indexing`
+# and `along_axis`): the other areas' draws, and the defects on file from them, stay as they are.
+# The full mix (`FULL`: fuzzing, `gradcert check`'s draws) has them all.
+ALONE = frozenset({"index", "along"})
 # A backend capability that a feature needs, when the backend may lack it.
 NEEDS = {"if": "if", "while": "while", "nested": "nesting", "inplace": "inplace", "vector": "combine_split"}
 
