@@ -31,8 +31,8 @@ AREAS = {
     for a in [
         Area("elementwise", "elementwise and broadcasting"),
         Area("reductions_shape", "reductions and shape ops"),
-        Area("indexing", "indexing with duplicate indices and slice assignment"),
-        Area("along_axis", "softmax family, scans and selections along an axis"),
+        Area("indexing", "indexing with duplicate indices and slice assignment", frozenset({"indexing"})),
+        Area("along_axis", "softmax family, scans and selections along an axis", frozenset({"along_axis"})),
         Area("matmul", "matmul"),
         Area("fanout", "fan-out accumulation"),
         Area("combine_split", "combine/split and vector ops", frozenset({"combine_split"})),

@@ -185,7 +185,9 @@ class JaxBackend:
     `jax-eager` take one path for every case."""
 
     name = "jax"
-    capabilities = frozenset({"if", "while", "nesting", "inplace", "combine_split", "double_grad"})
+    capabilities = frozenset(
+        {"if", "while", "nesting", "inplace", "combine_split", "double_grad", "indexing", "along_axis"}
+    )
     table: dict[str, Lower] = TABLE  # a subclass may lower some ops otherwise (tests plant bugs so)
 
     devices = ("cpu", "gpu")

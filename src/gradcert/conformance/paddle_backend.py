@@ -252,7 +252,18 @@ class _Built:
 class PaddleBackend:
     name = "paddle"
     capabilities = frozenset(
-        {"if", "while", "nesting", "inplace", "combine_split", "double_grad", "backward_program", "append_backward"}
+        {
+            "if",
+            "while",
+            "nesting",
+            "inplace",
+            "combine_split",
+            "double_grad",
+            "backward_program",
+            "append_backward",
+            "indexing",
+            "along_axis",
+        }
     )
 
     def __init__(self, listing: bool = True) -> None:

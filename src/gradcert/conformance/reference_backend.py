@@ -22,7 +22,18 @@ class ReferenceBackend:
 
     name = "reference"
     capabilities = frozenset(
-        {"if", "while", "nesting", "inplace", "combine_split", "double_grad", "backward_program", "append_backward"}
+        {
+            "if",
+            "while",
+            "nesting",
+            "inplace",
+            "combine_split",
+            "double_grad",
+            "backward_program",
+            "append_backward",
+            "indexing",
+            "along_axis",
+        }
     )
     version = __version__
     devices = ("cpu", "gpu")  # NumPy, CuPy

@@ -177,7 +177,9 @@ def _refused_inplace(e: RuntimeError) -> bool:
 
 class TorchBackend:
     name = "torch"
-    capabilities = frozenset({"if", "while", "nesting", "inplace", "combine_split", "double_grad"})
+    capabilities = frozenset(
+        {"if", "while", "nesting", "inplace", "combine_split", "double_grad", "indexing", "along_axis"}
+    )
     devices = ("cpu", "gpu")
     table: dict[str, Lower] = TABLE  # a subclass may lower some ops otherwise (tests plant bugs so)
 

@@ -32,7 +32,15 @@ ALL = FAMILIES | CONSTRUCTS
 # The full mix (`FULL`: fuzzing, `gradcert check`'s draws) has them all.
 ALONE = frozenset({"index", "along"})
 # A backend capability that a feature needs, when the backend may lack it.
-NEEDS = {"if": "if", "while": "while", "nested": "nesting", "inplace": "inplace", "vector": "combine_split"}
+NEEDS = {
+    "if": "if",
+    "while": "while",
+    "nested": "nesting",
+    "inplace": "inplace",
+    "vector": "combine_split",
+    "index": "indexing",
+    "along": "along_axis",
+}
 
 
 @dataclass(frozen=True)
