@@ -46,6 +46,7 @@ from .api import BackendResult, OpRecord, Unsupported
 from .backends import framework_version
 from .lowering import DTYPE_NAMES, VECTORS, Lower, Lowering, flatten, types_of, unflatten
 from .oracles import REF_ATOL, REF_RTOL
+from .reference_backend import ReferenceBackend
 
 # ops that keep a stack balanced or end a block: never dead, whatever their uses
 _EFFECTS = frozenset({"cf.tuple_push", "cf.tuple_pop", "cf.stack_create", "cf.yield", "cf.has_elements"})
@@ -251,20 +252,7 @@ class _Built:
 
 class PaddleBackend:
     name = "paddle"
-    capabilities = frozenset(
-        {
-            "if",
-            "while",
-            "nesting",
-            "inplace",
-            "combine_split",
-            "double_grad",
-            "backward_program",
-            "append_backward",
-            "indexing",
-            "along_axis",
-        }
-    )
+    capabilities = ReferenceBackend.capabilities  # (every one the reference has)
 
     def __init__(self, listing: bool = True) -> None:
         """`listing`: list the program's ops for the structural invariants (off to time the
