@@ -87,8 +87,13 @@ SPAN_BOUND: dict[str, Callable[[list[float], int], float]] = {
     "prod": lambda a, n: max(1.0, a[0]) ** n,
     "logsumexp": lambda a, n: a[0] + float(np.log(n)),
     "log_softmax": lambda a, n: 2 * a[0] + float(np.log(n)),
+    # indexing: n the indices, each of which may repeat (a read's gradient then accumulates)
+    "gather": lambda a, n: a[0],
+    "index_select": lambda a, n: a[0],
+    "take_along_axis": lambda a, n: a[0],
     "index_add": lambda a, n: a[0] + n * a[2],
     "put_along_axis": lambda a, n: a[0] + n * a[2],
+    "scatter": lambda a, n: a[0] + n * a[2],
 }
 SPAN = 6  # the most elements a product or a scan combines: its rule takes each apart
 
@@ -211,9 +216,10 @@ class Generator:
     def one(self, s: _Scope, name: str, *operands: Value, **attrs: object) -> Value:
         (r,) = self.emit(s, name, operands, **attrs)
         if not s.concrete and name in SPAN_BOUND:
-            # in a loop body, an op combining n elements (a scan, an accumulation at duplicate
-            # indices) is scaled by 1/(n+1): a trip must not stretch its carried values, or eight
-            # trips of it make a gradient far above the values' (finite differences' false alarms)
+            # in a loop body, an op combining n elements (a scan, a product) or reading or writing
+            # at n indices that may repeat is scaled by 1/(n+1): a trip must not stretch its
+            # carried values or their gradients, or eight trips make a gradient far above the
+            # values' (finite differences' false alarms)
             s.drop(r)
             (r,) = self.emit(s, "scale", [r], scale=round(1.0 / (_span(r.owner) + 1), 4), bias=0.0)  # type: ignore[arg-type]
         if is_differentiable(r.type) and self.bound[r] > BOUND:
@@ -785,13 +791,14 @@ def _cuts(x: np.ndarray) -> list[float]:
 
 
 def _span(op: Operation) -> int:
-    """How many elements an op combines into one (SPAN_BOUND)."""
-    x = op.operands[-1].type if op.name in ("index_add", "put_along_axis") else op.operands[0].type
+    """How many elements an op combines into one, or, for indexing, how many indices it has (each
+    may repeat): SPAN_BOUND."""
+    if OPS[op.name].family == "index":
+        return op.operands[1].type.size  # type: ignore[union-attr,no-any-return]
+    x = op.operands[0].type
     assert isinstance(x, TensorType)
     if "axes" in op.attrs:
         return int(np.prod([x.shape[a] for a in op.attrs["axes"] or range(x.rank)]))
-    if op.name in ("index_add", "put_along_axis"):
-        return x.size
     return x.shape[op.attrs["axis"]]
 
 
