@@ -290,7 +290,11 @@ def test_paddle_grad_of_while_programs_crashes_once_earlier_programs_are_freed()
     # `Vjp`) in 19 runs of 20; the 20th hung
     code, out, err = while_grads(1000, "free", "grad")
     assert "done" not in out, "Paddle no longer crashes here: update docs/paddle.md's finding 18"
-    assert code is None or code in (-11, 139) or "SIGSEGV" in err, (code, err[-2000:])
+    # (now and then the freed memory is read as garbage instead: an exception from inside `grad`,
+    # such as a UnicodeDecodeError on a corrupted name, seen once in a CI run)
+    crashed = code is None or code in (-11, 139) or "SIGSEGV" in err
+    garbage = code != 0 and "Traceback" in err and not any(e in err for e in ("ImportError", "ModuleNotFound"))
+    assert crashed or garbage, (code, err[-2000:])
     # the same programs, each kept alive; or freed but never differentiated: no fault
     assert "done" in while_grads(300, "keep", "grad")[1]
     assert "done" in while_grads(300, "free", "none")[1]
