@@ -15,7 +15,10 @@ for the case: staged where it has control flow, eager where it is straight-line.
 
 Lowering choices, every path:
 
-- Every op with an Array-API kernel runs that kernel on `jax.numpy`; `pad` is `jnp.pad`. In-place
+- Every op with an Array-API kernel runs that kernel on `jax.numpy`; `pad` is `jnp.pad`.
+- Indexing, slice assignment, the softmax family, scans and selections are the framework's own
+  functions (docs/ops.md's table); a `scatter` that overwrites writes each row's last update
+  only, since the framework leaves the winner of duplicate writes unspecified. In-place
   ops are their functional op (JAX arrays are immutable): what is certified is that the backward
   of the functional program is right.
 - `if` is `lax.cond`, both branches traced.

@@ -5,6 +5,9 @@ Lowering choices (docs/torch-jax.md says what was measured):
 
 - Every op with an Array-API kernel runs that kernel on `array_api_compat.torch` (PyTorch's own
   functions); `pad` is `torch.nn.functional.pad`.
+- Indexing, slice assignment, the softmax family, scans and selections are the framework's own
+  functions (docs/ops.md's table); a `scatter` that overwrites writes each row's last update
+  only, since the framework leaves the winner of duplicate writes unspecified.
 - `if` and `while` are Python control flow on the predicate's value: PyTorch records only the
   path taken, as a user's eager code would.
 - In-place ops are PyTorch's real in-place methods (`x.tanh_()`, `x.add_(y)`, ...; `scale_` is
