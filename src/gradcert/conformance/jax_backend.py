@@ -48,6 +48,7 @@ import numpy as np
 
 from ..generators.case import Case
 from ..reference.ir import Operation
+from ..reference.ops.structure import slice_index
 from ..reference.types import TensorType, is_differentiable
 from .api import BackendResult, Unsupported
 from .backends import framework_version
@@ -142,10 +143,8 @@ def _at_axis(op: Operation, index: Any) -> tuple[Any, ...]:
 
 
 def _slices(op: Operation) -> tuple[slice, ...]:
-    idx = [slice(None)] * op.operands[0].type.rank  # type: ignore[union-attr]
-    for ax, s, e in zip(op.attrs["axes"], op.attrs["starts"], op.attrs["ends"]):
-        idx[ax % len(idx)] = slice(s, e)
-    return tuple(idx)
+    rank: int = op.operands[0].type.rank  # type: ignore[union-attr]
+    return slice_index(rank, op.attrs["axes"], op.attrs["starts"], op.attrs["ends"])
 
 
 def _axes(op: Operation) -> tuple[int, ...] | None:

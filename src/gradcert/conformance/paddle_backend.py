@@ -41,6 +41,7 @@ from ..generators.case import Case
 from ..reference.interpreter import run
 from ..reference.ir import Operation
 from ..reference.ops import OPS
+from ..reference.ops.structure import slice_index
 from ..reference.types import TensorType, is_differentiable
 from .api import BackendResult, OpRecord, Unsupported
 from .backends import framework_version
@@ -112,10 +113,8 @@ def _slice_attrs(op: Operation) -> tuple[list[int], list[int], list[int], list[i
 
 
 def _index_of(op: Operation) -> tuple[slice, ...]:
-    idx = [slice(None)] * op.operands[0].type.rank  # type: ignore[union-attr]
-    for ax, s, e in zip(op.attrs["axes"], op.attrs["starts"], op.attrs["ends"]):
-        idx[ax % len(idx)] = slice(s, e)
-    return tuple(idx)
+    rank: int = op.operands[0].type.rank  # type: ignore[union-attr]
+    return slice_index(rank, op.attrs["axes"], op.attrs["starts"], op.attrs["ends"])
 
 
 def _pad(low: Lowering, op: Operation, a: list[Any]) -> Any:

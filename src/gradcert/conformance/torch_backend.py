@@ -35,6 +35,7 @@ import numpy as np
 from ..generators.case import Case
 from ..reference.ir import Operation, Value
 from ..reference.ops import OPS
+from ..reference.ops.structure import slice_index
 from ..reference.types import TensorType, is_differentiable
 from .api import BackendResult, Unsupported
 from .backends import framework_version
@@ -99,10 +100,7 @@ def _cumsum(low: Lowering, op: Operation, a: list[Any]) -> Any:
 
 
 def _slices(op: Operation, ndim: int) -> tuple[slice, ...]:
-    idx = [slice(None)] * ndim
-    for ax, s, e in zip(op.attrs["axes"], op.attrs["starts"], op.attrs["ends"]):
-        idx[ax % ndim] = slice(s, e)
-    return tuple(idx)
+    return slice_index(ndim, op.attrs["axes"], op.attrs["starts"], op.attrs["ends"])
 
 
 def _set_value(low: Lowering, op: Operation, a: list[Any]) -> Any:

@@ -424,15 +424,22 @@ class Generator:
         return self.one(s, "where", cond, v, self.const(s, 0.0, "f64"))
 
     # --- along an axis: the softmax family, scans, topk ---------------------------------------
-    def step_along(self, s: _Scope) -> None:
+    def along_axis(self, s: _Scope) -> tuple[Value, TensorType, int, int] | None:
+        """A value of rank >= 1, its type, an axis of it and that axis's length (None: no such value)."""
         ranked = [w for w in self.floats(s) if w.type.rank]  # type: ignore[union-attr]
         if not ranked:
-            return self.step_reduction(s)
+            return None
         v = self.pick(s, ranked)
         t = v.type
         assert isinstance(t, TensorType)
         ax = self.ch.integer(0, t.rank - 1)
-        n = t.shape[ax]
+        return v, t, ax, t.shape[ax]
+
+    def step_along(self, s: _Scope) -> None:
+        got = self.along_axis(s)
+        if got is None:
+            return self.step_reduction(s)
+        v, t, ax, n = got
         menu = ["softmax", "log_softmax", "cumsum"] + (["cumprod"] if n <= SPAN else [])
         k = self.ch.integer(1, n)
         topk = {"k": k, "axis": ax, "largest": self.ch.flag(0.5)}
@@ -481,14 +488,10 @@ class Generator:
         return self.pick(s, same) if same and self.ch.flag(0.5) else make(v)
 
     def step_index(self, s: _Scope) -> None:
-        ranked = [w for w in self.floats(s) if w.type.rank]  # type: ignore[union-attr]
-        if not ranked:
+        got = self.along_axis(s)
+        if got is None:
             return self.step_shape(s)
-        v = self.pick(s, ranked)
-        t = v.type
-        assert isinstance(t, TensorType)
-        ax = self.ch.integer(0, t.rank - 1)
-        n = t.shape[ax]
+        v, t, ax, n = got
         m = self.ch.integer(1, n + 2)  # (more indices than rows: duplicates for sure)
         name = self.ch.choice(
             ["gather", "index_select", "index_add", "take_along_axis", "put_along_axis", "scatter", "set_value"]

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..types import TensorType, Type
 from .base import OpDef, TypeRuleError, float_tensor, norm_axes, register
-from .structure import _axes, _reduced
+from .structure import _axes, _red, _red_def, _reduce_infer, _reduced
 
 A = dict[str, Any]
 
@@ -33,12 +33,6 @@ def _same_along(types: Sequence[Type], a: A, blocks: Sequence[Any]) -> list[Type
     x = float_tensor(types[0])
     _axis(x, a)
     return [x]
-
-
-def _reduce_infer(types: Sequence[Type], a: A, blocks: Sequence[Any]) -> list[Type]:
-    x = float_tensor(types[0])
-    out, _ = _reduced(x, a["axes"], a["keepdim"])
-    return [TensorType(out, x.dtype)]
 
 
 def _keep(ctx: Any, op: Any, v: Any) -> Any:
@@ -266,8 +260,10 @@ def _p_norm_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -
     return [ctx.multiply(g, d)]
 
 
-_red = {"axes": "ints", "keepdim": "bool"}
-_red_def = {"axes": [], "keepdim": False}
+def _reduction(name: str, kernel: Any, vjp: Any, kink: Any = None) -> OpDef:
+    return OpDef(name, _reduce_infer, kernel, vjp, attrs=_red, defaults=_red_def, kink=kink, family="reduction")
+
+
 register(
     OpDef("softmax", _same_along, _softmax, _softmax_vjp, attrs={"axis": "int"}, defaults={"axis": -1}, family="along"),
     OpDef(
@@ -307,36 +303,20 @@ register(
         multi=True,
         family="along",
     ),
-    OpDef("logsumexp", _reduce_infer, _logsumexp, _logsumexp_vjp, attrs=_red, defaults=_red_def, family="reduction"),
-    OpDef(
+    _reduction("logsumexp", _logsumexp, _logsumexp_vjp),
+    _reduction(
         "max",
-        _reduce_infer,
         lambda xp, x, axes, keepdim: xp.max(x, axis=_axes(x, axes), keepdims=keepdim),
         _extremum_vjp("greater_equal"),
-        attrs=_red,
-        defaults=_red_def,
-        kink=_extremum_kink(1.0),
-        family="reduction",
+        _extremum_kink(1.0),
     ),
-    OpDef(
+    _reduction(
         "min",
-        _reduce_infer,
         lambda xp, x, axes, keepdim: xp.min(x, axis=_axes(x, axes), keepdims=keepdim),
         _extremum_vjp("less_equal"),
-        attrs=_red,
-        defaults=_red_def,
-        kink=_extremum_kink(-1.0),
-        family="reduction",
+        _extremum_kink(-1.0),
     ),
-    OpDef(
-        "prod",
-        _reduce_infer,
-        lambda xp, x, axes, keepdim: xp.prod(x, axis=_axes(x, axes), keepdims=keepdim),
-        _prod_vjp,
-        attrs=_red,
-        defaults=_red_def,
-        family="reduction",
-    ),
+    _reduction("prod", lambda xp, x, axes, keepdim: xp.prod(x, axis=_axes(x, axes), keepdims=keepdim), _prod_vjp),
     OpDef(
         "p_norm",
         _p_infer,

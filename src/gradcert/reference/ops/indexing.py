@@ -21,6 +21,7 @@ from typing import Any
 
 from ..types import TensorType, Type, xp_dtype
 from .base import OpDef, TypeRuleError, float_tensor, inplace_variant, norm_axes, register, tensor
+from .structure import _slice_shape, slice_index
 
 A = dict[str, Any]
 
@@ -204,36 +205,17 @@ def _scatter_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) 
 # --- set_value_with_tensor: a slice of x overwritten by a value -----------------------------------
 
 
-def _slice_of(x: TensorType, a: A) -> tuple[int, ...]:
-    axes, starts, ends = a["axes"], a["starts"], a["ends"]
-    if not len(axes) == len(starts) == len(ends):
-        raise TypeRuleError("axes, starts and ends differ in length")
-    shape = list(x.shape)
-    for ax, s, e in zip(norm_axes(axes, x.rank), starts, ends):
-        if not 0 <= s < e <= shape[ax]:
-            raise TypeRuleError(f"slice [{s}:{e}] out of range for axis {ax} of {x}")
-        shape[ax] = e - s
-    return tuple(shape)
-
-
 def _set_value_infer(types: Sequence[Type], a: A, blocks: Sequence[Any]) -> list[Type]:
     x, v = float_tensor(types[0]), float_tensor(types[1], "value")
-    want = _slice_of(x, a)
+    want = tuple(_slice_shape(x, a))
     if v.shape != want or v.dtype != x.dtype:
         raise TypeRuleError(f"value {v} does not fit the slice {list(want)} of {x}")
     return [x]
 
 
-def _slices(ndim: int, axes: Sequence[int], starts: Sequence[int], ends: Sequence[int]) -> tuple[slice, ...]:
-    idx = [slice(None)] * ndim
-    for ax, s, e in zip(axes, starts, ends):
-        idx[ax % ndim] = slice(s, e)
-    return tuple(idx)
-
-
 def _set_value(xp: Any, x: Any, value: Any, axes: Sequence[int], starts: Sequence[int], ends: Sequence[int]) -> Any:
     out = _copy(xp, x)
-    out[_slices(x.ndim, axes, starts, ends)] = value
+    out[slice_index(x.ndim, axes, starts, ends)] = value
     return out
 
 
@@ -256,27 +238,20 @@ _set_value_def = OpDef(
     family="index",
 )
 register(
-    OpDef(
-        "gather",
-        _select_infer,
-        lambda xp, x, index, axis: xp.take(x, index, axis=axis),
-        _select_vjp,
-        nargs=2,
-        attrs={"axis": "int"},
-        defaults={"axis": 0},
-        differentiable=(0,),
-        family="index",
-    ),
-    OpDef(
-        "index_select",
-        _select_infer,
-        lambda xp, x, index, axis: xp.take(x, index, axis=axis),
-        _select_vjp,
-        nargs=2,
-        attrs={"axis": "int"},
-        defaults={"axis": 0},
-        differentiable=(0,),
-        family="index",
+    # (two Paddle ops of one semantics: each is lowered to its own framework op)
+    *(
+        OpDef(
+            name,
+            _select_infer,
+            lambda xp, x, index, axis: xp.take(x, index, axis=axis),
+            _select_vjp,
+            nargs=2,
+            attrs={"axis": "int"},
+            defaults={"axis": 0},
+            differentiable=(0,),
+            family="index",
+        )
+        for name in ("gather", "index_select")
     ),
     OpDef(
         "index_add",

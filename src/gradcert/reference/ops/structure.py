@@ -146,11 +146,16 @@ def _slice_shape(x: TensorType, a: A) -> Sequence[int]:
     return shape
 
 
-def _slice_kernel(xp: Any, x: Any, axes: Sequence[int], starts: Sequence[int], ends: Sequence[int]) -> Any:
-    idx = [slice(None)] * x.ndim
+def slice_index(ndim: int, axes: Sequence[int], starts: Sequence[int], ends: Sequence[int]) -> tuple[slice, ...]:
+    """The index of a `slice` op's (and a slice assignment's) piece of a rank-`ndim` tensor."""
+    idx = [slice(None)] * ndim
     for ax, s, e in zip(axes, starts, ends):
-        idx[ax % x.ndim] = slice(s, e)
-    return x[tuple(idx)]
+        idx[ax % ndim] = slice(s, e)
+    return tuple(idx)
+
+
+def _slice_kernel(xp: Any, x: Any, axes: Sequence[int], starts: Sequence[int], ends: Sequence[int]) -> Any:
+    return x[slice_index(x.ndim, axes, starts, ends)]
 
 
 def _pad_shape(x: TensorType, a: A) -> Sequence[int]:
