@@ -19,7 +19,7 @@ from gradcert.conformance import BackendResult, ReferenceBackend, UnknownBackend
 from gradcert.conformance.areas import AREAS
 from gradcert.conformance.backends import backend_name
 from gradcert.conformance.defects import ROLES
-from gradcert.conformance.oracles import REF_ATOL, REF_RTOL, _close, finite_differences, judge, semantics
+from gradcert.conformance.oracles import REF_ATOL, REF_RTOL, TOLERANCES, _close, finite_differences, judge, semantics
 from gradcert.conformance.results import ResultsFile, ResultsFileError, read_records
 from gradcert.conformance.runner import Isolated, Outcome
 from gradcert.conformance.search import recorded_text, redraw
@@ -424,7 +424,10 @@ def test_forward_comparison_agrees_with_allclose() -> None:
     for a in vals:
         for b in vals:
             y, r = np.array([a, 0.5]), np.array([b, 0.5])
-            assert _close(y, r) == np.allclose(y, r, rtol=REF_RTOL, atol=REF_ATOL, equal_nan=True), (a, b)
+            assert _close(y, r, TOLERANCES["f64"]) == np.allclose(y, r, rtol=REF_RTOL, atol=REF_ATOL, equal_nan=True), (
+                a,
+                b,
+            )
 
 
 def test_finite_differences_make_a_failing_estimate_again_with_a_smaller_step() -> None:

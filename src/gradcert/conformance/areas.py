@@ -33,6 +33,7 @@ AREAS = {
         Area("reductions_shape", "reductions and shape ops"),
         Area("indexing", "indexing with duplicate indices and slice assignment", frozenset({"indexing"})),
         Area("along_axis", "softmax family, scans and selections along an axis", frozenset({"along_axis"})),
+        Area("float32", "float32 programs, and casts to and from float64", frozenset({"float32"})),
         Area("matmul", "matmul"),
         Area("fanout", "fan-out accumulation"),
         Area("combine_split", "combine/split and vector ops", frozenset({"combine_split"})),

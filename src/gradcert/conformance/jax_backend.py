@@ -188,7 +188,7 @@ class JaxBackend:
 
     name = "jax"
     capabilities = frozenset(
-        {"if", "while", "nesting", "inplace", "combine_split", "double_grad", "indexing", "along_axis"}
+        {"if", "while", "nesting", "inplace", "combine_split", "double_grad", "indexing", "along_axis", "float32"}
     )
     table: dict[str, Lower] = TABLE  # a subclass may lower some ops otherwise (tests plant bugs so)
 
@@ -307,7 +307,7 @@ class JaxBackend:
                 result = self._contract(case, free, [np.asarray(g) for g in got2], 2)
         t1 = time.perf_counter()
         return BackendResult(
-            [None if g is None else np.asarray(g, dtype=np.float64) for g in result],
+            [None if g is None else np.asarray(g) for g in result],
             self.version,
             {"backend": t1 - t0},
             forward=[np.asarray(y) for y in forward],

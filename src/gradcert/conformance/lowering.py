@@ -118,12 +118,17 @@ def trip_slice(cond: Block, body: Block) -> tuple[list[int], list[Operation]]:
 
 
 def kernels(xp: Any) -> Lower:
-    """The fallback lowering: the op's own kernel, called on the framework's Array-API namespace."""
+    """The fallback lowering: the op's own kernel, called on the framework's Array-API namespace.
+    A kernel that may return a view of its operand (`OpDef.view`: assign, reshape, expand, ...)
+    gives a copy (`Lowering.copy`), as the interpreter does: in the IR every op's result is a
+    value of its own, and an in-place op on it must not write its operand (or, on PyTorch, an
+    expanded view whose elements share memory)."""
 
     def lower(low: Lowering, op: Operation, a: list[Any]) -> Any:
-        kernel = OPS[op.name].kernel
-        assert kernel is not None
-        return kernel(xp, *a, **op.attrs)
+        d = OPS[op.name]
+        assert d.kernel is not None
+        out = d.kernel(xp, *a, **op.attrs)
+        return low.copy(out) if d.view else out
 
     return lower
 

@@ -43,6 +43,24 @@ from .api import FAILING, BackendResult, Verdict
 
 REF_RTOL, REF_ATOL = 1e-9, 1e-10
 FD_RTOL, FD_ATOL = 1e-6, 1e-8
+# float32 cases (`Case.dtype`): the expected gradients and finite differences come from the
+# case's float64 twin (`Case.widened`), so only the backend's own float32 rounding is measured,
+# against both oracles alike. See the module's docstring and docs/oracles.md for the measurements.
+F32_RTOL, F32_ATOL = 1e-4, 1e-5
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    ref_rtol: float
+    ref_atol: float
+    fd_rtol: float
+    fd_atol: float
+
+
+TOLERANCES = {
+    "f64": Tolerance(REF_RTOL, REF_ATOL, FD_RTOL, FD_ATOL),
+    "f32": Tolerance(F32_RTOL, F32_ATOL, F32_RTOL, F32_ATOL),
+}
 RETRY = 8  # a failing estimate is made again with a step this much smaller (truncation: 4,096x less)
 
 
@@ -54,10 +72,10 @@ def _listing(xs: Sequence[np.ndarray | None], names: Sequence[str]) -> dict[str,
     return {n: (None if x is None else np.asarray(x).tolist()) for n, x in zip(names, xs)}
 
 
-def _close(y: np.ndarray, r: np.ndarray) -> bool:
-    """np.allclose(y, r, REF_RTOL, REF_ATOL, equal_nan=True), without its Python overhead."""
+def _close(y: np.ndarray, r: np.ndarray, tol: Tolerance) -> bool:
+    """np.allclose(y, r, tol.ref_rtol, tol.ref_atol, equal_nan=True), without its Python overhead."""
     with np.errstate(invalid="ignore", over="ignore"):
-        ok = np.abs(y - r) <= REF_ATOL + REF_RTOL * np.abs(r)
+        ok = np.abs(y - r) <= tol.ref_atol + tol.ref_rtol * np.abs(r)
         finite = np.isfinite(y) & np.isfinite(r)
         if ok.all() and finite.all():
             return True
@@ -73,6 +91,7 @@ def lowering(case: Case, got: BackendResult, ref: BackendResult) -> Verdict | No
     there is a wrong gradient."""
     if got.forward is None or ref.forward is None or got is ref:
         return None
+    tol = TOLERANCES[case.dtype]
     if len(got.forward) != len(ref.forward):
         what = "first-order gradients (not None)" if case.order == 2 else "forward outputs"
         return Verdict(
@@ -84,7 +103,7 @@ def lowering(case: Case, got: BackendResult, ref: BackendResult) -> Verdict | No
         y, r = np.asarray(y), np.asarray(r)
         if y.shape != r.shape:
             bad = f"has shape {list(y.shape)}, not {list(r.shape)}"
-        elif r.size and not _close(y, r):
+        elif r.size and not _close(y, r, tol):
             bad = f"differs by {float(np.max(np.abs(y - r))):.3g}"
         else:
             continue
@@ -130,13 +149,14 @@ def reference(case: Case, got: BackendResult, ref: BackendResult) -> Verdict | N
     if got is ref:  # certifying the reference itself
         return None
     names = _names(case)
+    tol = TOLERANCES[case.dtype]
     wrong, worst_abs, worst_rel = [], 0.0, 0.0
     for name, g, r in zip(names, got.grads, ref.grads):
         if g is None or r is None:
             continue
         err = float(np.max(np.abs(g - r))) if g.size else 0.0
         scale = float(np.max(np.abs(r))) if r.size else 0.0
-        if not np.all(np.isfinite(g)) or err > REF_ATOL + REF_RTOL * scale:
+        if not np.all(np.isfinite(g)) or err > tol.ref_atol + tol.ref_rtol * scale:
             wrong.append(name)
             worst_abs = max(worst_abs, err)
             worst_rel = max(worst_rel, err / scale if scale else float("inf"))
@@ -182,7 +202,8 @@ def _setup(case: Case, xp: Any = np) -> _FdSetup:
     """What finite differences need of `case`: the program (order 2: its first-order gradients, the
     generator's where it made them, `Case.first_order`), inputs, cotangents, held values, and the
     unperturbed run: the generator's where it made one (it computes every value of the program as
-    it draws it: `Case.evaluated`)."""
+    it draws it: `Case.evaluated`). A float32 case is differentiated on its float64 twin."""
+    case = case.widened()
     blocked = {v for v in case.program.inputs if v.stop_gradient} | set(case.no_grad)
     if case.order == 1:
         p, inputs = case.program, list(case.inputs)
@@ -249,6 +270,7 @@ def finite_differences(case: Case, got: BackendResult, seed: int = 0, xp: Any = 
     s = _setup(case, xp)
     if not s.free:
         return None
+    tol = TOLERANCES[case.dtype]
     dirs = dict(zip(s.free, normals(seed, [case.inputs[case.wrt[k]].shape for k in s.free])))
 
     def check(ks: Sequence[int], step: float = STEP) -> tuple[bool | None, float, float]:
@@ -262,7 +284,7 @@ def finite_differences(case: Case, got: BackendResult, seed: int = 0, xp: Any = 
         pred = sum(float(np.vdot(g, v)) for g, v in gs)
         scale = sum(float(np.vdot(np.abs(g), np.abs(v))) for g, v in gs) + abs(d.value)
         err = abs(pred - d.value)
-        return err <= FD_ATOL + FD_RTOL * scale, err, err / scale if scale else 0.0
+        return err <= tol.fd_atol + tol.fd_rtol * scale, err, err / scale if scale else 0.0
 
     step = STEP
     ok, err, rel = check(s.free)
@@ -292,6 +314,7 @@ def full_jacobian(case: Case, got: BackendResult, xp: Any = np) -> Verdict | Non
     """Exhaustive mode, for small programs: every gradient element against finite differences
     along that element alone (one directional estimate per input element)."""
     s = _setup(case, xp)
+    tol = TOLERANCES[case.dtype]
     names = _names(case)
     positions = [case.wrt[k] for k in s.free]
     expect, valid = jacobian_vjp(s.program, s.inputs, positions, s.cotangents, s.held, base=s.base, xp=xp)
@@ -301,7 +324,7 @@ def full_jacobian(case: Case, got: BackendResult, xp: Any = np) -> Verdict | Non
     for k, e in zip(s.free, expect):
         g = got.grads[k] if got.grads[k] is not None else np.zeros_like(e)
         err = float(np.max(np.abs(g - e))) if e.size else 0.0
-        if err > FD_ATOL + FD_RTOL * (float(np.max(np.abs(e))) if e.size else 0.0) * 10:
+        if err > tol.fd_atol + tol.fd_rtol * (float(np.max(np.abs(e))) if e.size else 0.0) * 10:
             wrong.append(names[k])
             worst = max(worst, err)
     if not wrong:
@@ -383,16 +406,17 @@ _ORACLES: list[tuple[str, Callable[..., Verdict | None]]] = [
 CLEAR = 10  # a shrunk case's wrong value is at least this many times the oracle's tolerance
 
 
-def clear(v: Verdict) -> bool:
+def clear(v: Verdict, dtype: str = "f64") -> bool:
     """Whether a failing verdict fails clearly: a wrong value at least CLEAR times its oracle's
-    tolerance, both absolute and relative (every other kind of failure is clear as it is), so
-    that a minimal case never looks like rounding noise."""
+    tolerance for the case's `dtype`, both absolute and relative (every other kind of failure is
+    clear as it is), so that a minimal case never looks like rounding noise."""
+    t = TOLERANCES[dtype]
     tolerances = {
-        "reference": (REF_ATOL, REF_RTOL),
-        "first_order": (REF_ATOL, REF_RTOL),
-        "linearity": (REF_ATOL, REF_RTOL),
-        "finite_differences": (FD_ATOL, FD_RTOL),
-        "full_jacobian": (FD_ATOL, FD_RTOL),
+        "reference": (t.ref_atol, t.ref_rtol),
+        "first_order": (t.ref_atol, t.ref_rtol),
+        "linearity": (t.ref_atol, t.ref_rtol),
+        "finite_differences": (t.fd_atol, t.fd_rtol),
+        "full_jacobian": (t.fd_atol, t.fd_rtol),
     }
     if not v.kind.startswith("wrong value") or v.oracle not in tolerances:
         return True

@@ -33,6 +33,7 @@ class ReferenceBackend:
             "append_backward",
             "indexing",
             "along_axis",
+            "float32",
         }
     )
     version = __version__
@@ -89,7 +90,7 @@ class ReferenceBackend:
             program, inputs, outputs, wrt, cots, case.no_grad if case.order == 1 else [], xp=self.xp, checked=check
         )
         t1 = time.perf_counter()
-        grads = [None if x is None else np.asarray(x, dtype=np.float64) for x in c.grads]
+        grads = [None if x is None else np.asarray(x) for x in c.grads]  # (in the inputs' dtypes)
         ys = [np.asarray(y) for y in c.outputs]
         timings = {"backward and run": t1 - t0}
         found = known or []

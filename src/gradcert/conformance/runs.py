@@ -270,7 +270,8 @@ def print_summary(loaded: Any, known: dict[str, Any], out: IO[str] = sys.stdout)
     for d in found:
         ex = d.example or {}
         head = "KNOWN" if d.known else ("NEW " + d.status.upper() if d.status != "fail" else "NEW")
-        print(f"\n{head} {d.backend}: {d.signature}  ({d.cases} case(s) in {len(d.tests)} test(s))", file=out)
+        dtype = ex.get("dtype", "f64")
+        print(f"\n{head} {d.backend}: {d.signature}  ({dtype}; {d.cases} case(s) in {len(d.tests)} test(s))", file=out)
         if d.known:
             print(f"  known: {d.known.reason}\n  on file: {d.known.case}", file=out)
         else:

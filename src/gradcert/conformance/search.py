@@ -199,7 +199,11 @@ class Search:
                 return  # (every later step passes: hypothesis stops with the smallest so far)
             v = session.verdict(area, case)
             # (in any role of the wrong inputs: the smallest case tells where the defect lives)
-            if v.kind and unroled(signature(area.name, v.oracle, v.kind)) == unroled(sig) and (clear(v) or not clearly):
+            if (
+                v.kind
+                and unroled(signature(area.name, v.oracle, v.kind)) == unroled(sig)
+                and (clear(v, case.dtype) or not clearly)
+            ):
                 if not best or case.size() <= best[-1][0].size():
                     best.append((replace(case, area=area.name), v))
                 raise CaseFailed(sig)

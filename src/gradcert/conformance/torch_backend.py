@@ -179,7 +179,7 @@ def _refused_inplace(e: RuntimeError) -> bool:
 class TorchBackend:
     name = "torch"
     capabilities = frozenset(
-        {"if", "while", "nesting", "inplace", "combine_split", "double_grad", "indexing", "along_axis"}
+        {"if", "while", "nesting", "inplace", "combine_split", "double_grad", "indexing", "along_axis", "float32"}
     )
     devices = ("cpu", "gpu")
     table: dict[str, Lower] = TABLE  # a subclass may lower some ops otherwise (tests plant bugs so)
@@ -259,7 +259,7 @@ class TorchBackend:
             )
         t1 = time.perf_counter()
         return BackendResult(
-            [None if g is None else g.detach().numpy(force=True).astype(np.float64) for g in grads],
+            [None if g is None else g.detach().numpy(force=True) for g in grads],
             self.version,
             {"backend": t1 - t0},
             forward=[y.detach().numpy(force=True) for y in forward],

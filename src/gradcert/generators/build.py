@@ -132,6 +132,9 @@ class Generator:
     def __init__(self, ch: Chooser, features: Features) -> None:
         self.ch, self.f = ch, features
         self.on = self._switches()
+        # the float dtype the program computes in: float32 where that feature is on (its inputs
+        # float32, or float64 cast to float32 on entry; an output may be cast back to float64)
+        self.dtype = "f32" if "float32" in self.on else "f64"
         self.it = Interpreter()  # records the top level's trace (`_evaluate`)
         self.values: dict[Value, Any] = {}  # each top-level value as computed
         self.bound: dict[Value, float] = {}
@@ -419,9 +422,9 @@ class Generator:
     def with_zeros(self, s: _Scope, v: Value) -> Value:
         """`v` with its elements below a threshold made exact zeros (where a product's rule must not
         divide by the element): `where(v > c, v, 0)`, c keeping MARGIN from every element."""
-        cond = self.emit(s, "greater_than", [v, self.const(s, _gap(self.it.env[v]), "f64")])[0]
+        cond = self.emit(s, "greater_than", [v, self.const(s, _gap(self.it.env[v]), self.dtype)])[0]
         s.drop(cond)
-        return self.one(s, "where", cond, v, self.const(s, 0.0, "f64"))
+        return self.one(s, "where", cond, v, self.const(s, 0.0, self.dtype))
 
     # --- along an axis: the softmax family, scans, topk ---------------------------------------
     def along_axis(self, s: _Scope) -> tuple[Value, TensorType, int, int] | None:
@@ -611,7 +614,7 @@ class Generator:
             self.one(s, "assign", v)
             return
         c = _gap(self.it.env[v])
-        cond = self.emit(s, "greater_than", [v, self.const(s, c, "f64")])[0]
+        cond = self.emit(s, "greater_than", [v, self.const(s, c, self.dtype)])[0]
         s.drop(cond)
         other = self.partner(s, v)
         self.one(s, "where", cond, v, other)
@@ -624,7 +627,7 @@ class Generator:
         x = float(self.it.env[red])
         delta = max(0.3, 0.2 * abs(x))
         c = x - delta if self.ch.flag(0.5) else x + delta
-        return self._detached(s, self.emit(s, "greater_than", [red, self.const(s, round(c, 3), "f64")])[0])
+        return self._detached(s, self.emit(s, "greater_than", [red, self.const(s, round(c, 3), self.dtype)])[0])
 
     def _detached(self, s: _Scope, v: Value) -> Value:
         s.drop(v)
@@ -665,7 +668,7 @@ class Generator:
             v = self.pick(s)
             red = v if v.type.rank == 0 else self.one(s, "sum", v, axes=[], keepdim=False)  # type: ignore[union-attr]
             t0 = self.one(s, "scale", self.one(s, "sigmoid", red), scale=0.2, bias=0.1)
-            lim, step = self.const(s, trips - 0.5, "f64"), self.const(s, 1.0, "f64")
+            lim, step = self.const(s, trips - 0.5, self.dtype), self.const(s, 1.0, self.dtype)
             carried.insert(0, t0)
         else:
             lim = self.const(s, trips)
@@ -723,20 +726,25 @@ class Generator:
         for k in range(n_in):
             shape = self.ch.choice(SHAPES)
             sg = "stop_gradient" in self.on and self.ch.flag(0.2)
-            v = pb.input(f"x{k}", TensorType(shape), stop_gradient=sg)
-            x = self.ch.uniform(-1.0, 1.0, shape)
+            # a float32 program's input is float64 one time in four, cast to float32 on entry
+            dtype = "f64" if self.dtype == "f64" or self.ch.flag(0.25) else "f32"
+            v = pb.input(f"x{k}", TensorType(shape, dtype), stop_gradient=sg)
+            x = self.ch.uniform(-1.0, 1.0, shape).astype(np.float32 if dtype == "f32" else np.float64)
             xs.append(x)
             self.it.env[v] = x.copy()
             self.bound[v] = _magnitude(x)
             top.add([v])
             top.local.add(v)
             self.pb_inputs.append(v)
+            if dtype != self.dtype:
+                self.emit(top, "cast", [v], dtype=self.dtype)
+                top.drop(v)
         self.steps(top, 1, self.f.max_ops)
         self.ensure_required(top)
         if "unreachable" in self.on:
             shape = self.ch.choice(SHAPES)
-            pb.input(f"x{len(xs)}", TensorType(shape))
-            xs.append(self.ch.uniform(-1.0, 1.0, shape))
+            pb.input(f"x{len(xs)}", TensorType(shape, self.dtype))
+            xs.append(self.ch.uniform(-1.0, 1.0, shape).astype(np.float32 if self.dtype == "f32" else np.float64))
         floats = self.floats(top)
         least = 2 if "multi_output" in self.f.required and len(floats) >= 2 else 1
         n_out = self.ch.integer(least, max(least, min(3, len(floats)))) if "multi_output" in self.on else 1
@@ -744,6 +752,8 @@ class Generator:
         for k in range(n_out):
             rest = [v for v in floats if v not in outs]
             outs.append(rest[-1] if k == 0 else self.ch.choice(rest[::-1]))  # the newest value first
+        if self.dtype == "f32":  # an output cast back to float64, one time in four
+            outs = [self.emit(top, "cast", [v], dtype="f64")[0] if self.ch.flag(0.25) else v for v in outs]
         program = pb.build(*outs)
         wrt = [i for i, v in enumerate(program.inputs) if is_differentiable(v.type)]
         no_grad = []
@@ -752,7 +762,10 @@ class Generator:
             no_grad = [self.ch.choice([*inner, *program.inputs, *floats][::-1])]
         cots = None
         if "cotangents" in self.on:
-            cots = [self.ch.uniform(-1.0, 1.0, v.type.shape) for v in outs]  # type: ignore[union-attr]
+            cots = [
+                self.ch.uniform(-1.0, 1.0, v.type.shape).astype(np.float32 if v.type.dtype == "f32" else np.float64)  # type: ignore[union-attr]
+                for v in outs
+            ]
         ran = Evaluation(program, xs, self.it.trace, self.values)
         return Case(program, xs, list(range(len(outs))), wrt, cots, no_grad, evaluated=ran)
 

@@ -17,6 +17,7 @@ from ..reference.interpreter import Evaluation
 from ..reference.ir import Block, Program, Value
 from ..reference.loader import ProgramFileError, parse_source, read_source
 from ..reference.ops import OPS
+from ..reference.precision import precision, widen
 from ..reference.text import Namer, print_program
 from ..reference.types import is_differentiable
 
@@ -94,6 +95,34 @@ class Case:
         if self._id is None:
             self._id = hashlib.sha1(self.to_text().encode()).hexdigest()[:12]
         return self._id
+
+    @property
+    def dtype(self) -> str:
+        """The program's float precision: "f32" where any of its values is float32 (`precision`)."""
+        return precision(self.program)
+
+    def widened(self) -> Case:
+        """The case on the float64 twin of its program (`precision.widen`): what its float32
+        answers are judged against. A float64 case is itself."""
+        if self.dtype == "f64":
+            return self
+        program, values = widen(self.program)
+
+        def wide(xs: list[np.ndarray] | None) -> list[np.ndarray] | None:
+            return None if xs is None else [x.astype(np.float64) if x.dtype == np.float32 else x for x in xs]
+
+        return Case(
+            program,
+            wide(self.inputs) or [],
+            self.outputs,
+            self.wrt,
+            wide(self.cotangents),
+            [values[v] for v in self.no_grad],
+            self.area,
+            self.seed,
+            self.order,
+            wide(self.cotangents2),
+        )
 
     def size(self) -> int:
         """Ops that compute: terminators and constants (`full`) are not counted."""
@@ -198,6 +227,8 @@ def describe_program(block: Block, inputs: Sequence[Value], outputs: Sequence[Va
         values += op.results
     if any(v.stop_gradient for v in values):
         out.add("stop_gradient")
+    if any(getattr(v.type, "dtype", "") == "f32" for v in values):
+        out.add("float32")
     outs = set(outputs)
 
     def uses(v: Value) -> int:  # (a value yielded by a block is not used twice by that)

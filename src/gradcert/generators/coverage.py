@@ -39,7 +39,7 @@ KINDS = ("unary", "binary", "reduction", "matmul", "shape", "vector", "misc", "i
 CONTEXTS = ("top", "if", "while", "depth2", "depth3")
 RANKS = ("0", "1", "2", "3", "4")
 TRIPS = ("0", "1", "2-3", "4-8", "data")
-DTYPES = ("f64",)  # what the generators draw
+DTYPES = ("f64", "f32")  # what the generators draw
 FLAGS = ("inplace", "broadcast", "stop_gradient", "no_grad", "fanout", "element")
 
 DIMENSIONS: dict[str, tuple[str, ...]] = {

@@ -24,13 +24,14 @@ CONSTRUCTS = frozenset(
         "cotangents",
         "multi_output",
         "unreachable",
+        "float32",
     }
 )
 ALL = FAMILIES | CONSTRUCTS
-# Families that a certification area draws only where it names them (their own areas, `indexing`
-# and `along_axis`): the other areas' draws, and the defects on file from them, stay as they are.
-# The full mix (`FULL`: fuzzing, `gradcert check`'s draws) has them all.
-ALONE = frozenset({"index", "along"})
+# Features that a certification area draws only where it names them (their own areas, `indexing`,
+# `along_axis` and `float32`): the other areas' draws, and the defects on file from them, stay as
+# they are. The full mix (`FULL`: fuzzing, `gradcert check`'s draws) has them all.
+ALONE = frozenset({"index", "along", "float32"})
 # A backend capability that a feature needs, when the backend may lack it.
 NEEDS = {
     "if": "if",
@@ -40,6 +41,7 @@ NEEDS = {
     "vector": "combine_split",
     "index": "indexing",
     "along": "along_axis",
+    "float32": "float32",
 }
 
 

@@ -63,6 +63,10 @@ class _Shared:
     blocked: set[Value]
     copies: dict[Value, Value] = field(default_factory=dict)  # overwritten value -> saved copy
     ct_stacks: dict[Value, Value] = field(default_factory=dict)  # stack -> its cotangent stack
+    # stack -> the positions of a popped tuple that its cotangent stack's tuples hold, in order
+    ct_layout: dict[Value, list[int]] = field(default_factory=dict)
+    ct_direct: set[Value] = field(default_factory=set)  # cotangent stacks of backward blocks (`_stack_here`)
+    popped: dict[Value, list[Value]] = field(default_factory=dict)  # stack -> what a pop of it gives
 
 
 class _Ctx:
@@ -195,7 +199,11 @@ class _Ctx:
     def run_block(self, block: Block) -> None:
         for op in list(reversed(block.ops)):
             d = OPS[op.name]
-            if not any(r in self.env for r in op.results) and not self._effect_active(op):
+            if (
+                not any(r in self.env for r in op.results)
+                and not self._effect_active(op)
+                and not any(r in self.shared.ct_stacks for r in op.results)  # (a popped stack, below)
+            ):
                 continue
             inputs = op.operands + (op.captures() if op.blocks else [])
             n = len(op.operands)
@@ -299,34 +307,78 @@ class _Ctx:
         return stack
 
     # --- stacks under second order -------------------------------------------------------------
+    # A pop's dual pushes the popped values' cotangents on a cotangent stack, and the push's dual
+    # pops them back. A stack made by `stack_create` gets its cotangent stack beside it. A stack
+    # that was itself popped (the first-order backward of a branch or loop nested in another: the
+    # inner region's stack, made once per outer trip, saved on the outer stack) gets a fresh one
+    # where it was popped, which then travels as that stack's "cotangent": pushed with the outer
+    # pop's cotangents, popped by the outer push's dual, and there the cotangent stack of the stack
+    # pushed (`ct_stacks`), for the inner push's dual to pop from.
     def push_cotangents(self, pop: Operation, cts: Sequence[Value | None]) -> None:
         """VJP of a pop: push the popped values' cotangents on the stack's cotangent stack."""
         stack = pop.operands[0]
-        if stack.op is None or stack.op.name != "stack_create":
-            raise BackwardError(
-                "second-order gradient through a branch or loop nested in another branch or loop is not supported yet"
-            )
-        diff = [(r, c) for r, c in zip(pop.results, cts) if is_differentiable(r.type)]
+        kept = [k for k, r in enumerate(pop.results) if is_differentiable(r.type) or r in self.shared.ct_stacks]
         ct_stack = self.shared.ct_stacks.get(stack)
         if ct_stack is None:
+            ct_stack = self._cotangent_stack(stack, pop, [pop.results[k] for k in kept])
+            self.shared.ct_layout[stack] = kept
+            self.shared.popped[stack] = list(pop.results)
+        if self.shared.ct_layout[stack] != kept:
+            raise BackwardError(f"the pops of one stack push different cotangents ({pop!r})")
+        items = [
+            self.shared.ct_stacks[r] if isinstance(r.type, StackType) else c if c is not None else self.zeros(r.type)
+            for r, c in ((pop.results[k], cts[k]) for k in kept)
+        ]
+        self.b.op("tuple_push", [self._stack_here(ct_stack), *items])
+
+    def _cotangent_stack(self, stack: Value, pop: Operation, popped: Sequence[Value]) -> Value:
+        """A new, empty cotangent stack for `stack`: beside its `stack_create`, or, for a popped
+        stack, in the backward block of the block that popped it (before this region's loop)."""
+        types = tuple((self.shared.ct_stacks[r] if isinstance(r.type, StackType) else r).type for r in popped)
+        if stack.op is not None and stack.op.name == "stack_create":
             blk = stack.op.parent
             assert blk is not None
-            ct_stack = (
-                Builder(blk, blk.ops.index(stack.op) + 1, origin=pop)
-                .op("stack_create", [], result_types=[StackType(tuple(r.type for r, _ in diff))])
-                .results[0]
-            )
-            self.shared.ct_stacks[stack] = ct_stack
-        self.b.op("tuple_push", [self.primal(ct_stack), *(c if c is not None else self.zeros(r.type) for r, c in diff)])
+            at = Builder(blk, blk.ops.index(stack.op) + 1, origin=pop)
+        else:
+            owner: _Ctx | None = self
+            while owner is not None and owner.fwd is not stack.block:
+                owner = owner.parent
+            if owner is None:
+                raise BackwardError(f"stack {stack!r} is popped outside the blocks being differentiated")
+            at = owner.b
+        ct_stack = at.op("stack_create", [], result_types=[StackType(types)]).results[0]
+        if at is not None and (stack.op is None or stack.op.name != "stack_create"):
+            self.shared.ct_direct.add(ct_stack)
+        self.shared.ct_stacks[stack] = ct_stack
+        return ct_stack
+
+    def _stack_here(self, ct_stack: Value) -> Value:
+        """A cotangent stack as this block reads it: made beside a forward stack (a forward value),
+        or made or popped in an enclosing backward block (read as it is)."""
+        return ct_stack if ct_stack in self.shared.ct_direct else self.primal(ct_stack)
 
     def pop_cotangents(self, push: Operation) -> list[Value | None]:
-        """VJP of a push: pop the cotangents of what it pushed from the cotangent stack."""
-        ct_stack = self.shared.ct_stacks.get(push.operands[0])
+        """VJP of a push: pop the cotangents of what it pushed from the cotangent stack; a pushed
+        stack's part is its cotangent stack (above)."""
+        stack = push.operands[0]
+        ct_stack = self.shared.ct_stacks.get(stack)
         pushed = push.operands[1:]
         if ct_stack is None:
             return [None] * len(pushed)
-        got = iter(self.b.op("tuple_pop", [self.primal(ct_stack)]).results)
-        return [next(got) if is_differentiable(v.type) else None for v in pushed]
+        out: list[Value | None] = [None] * len(pushed)
+        for k, v in zip(self.shared.ct_layout[stack], self.b.op("tuple_pop", [self._stack_here(ct_stack)]).results):
+            if isinstance(pushed[k].type, StackType):
+                # the stack pushed here is the one popped at k: its cotangent stack, and the
+                # positions that cotangent stack holds
+                twin = self.shared.popped[stack][k]
+                self.shared.ct_stacks[pushed[k]] = v
+                self.shared.ct_layout[pushed[k]] = self.shared.ct_layout[twin]
+                if twin in self.shared.popped:  # (a stack of stacks: deeper nesting)
+                    self.shared.popped[pushed[k]] = self.shared.popped[twin]
+                self.shared.ct_direct.add(v)
+            else:
+                out[k] = v
+        return out
 
 
 def blocked_values(program: Program, no_grad: Iterable[Value], ops: Iterable[Operation] | None = None) -> set[Value]:

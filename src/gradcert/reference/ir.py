@@ -8,7 +8,7 @@ enclosing blocks.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from .types import Type
@@ -186,15 +186,20 @@ class Program:
         return print_program(self)
 
 
-def clone(program: Program) -> tuple[Program, dict[Value, Value]]:
+def clone(
+    program: Program,
+    retype: Callable[[Type], Type] | None = None,
+    reattr: Callable[[Attrs], Attrs] | None = None,
+) -> tuple[Program, dict[Value, Value]]:
     """A deep copy, and the map from this program's values to the copy's. Names, flags, source
     positions and backward origins (where the origin is in the program) are kept; types are
-    immutable and shared."""
+    immutable and shared, or mapped by `retype` (and each op's attributes by `reattr`: the
+    float64 twin of a float32 program, `precision.widen`)."""
     values: dict[Value, Value] = {}
     ops: dict[Operation, Operation] = {}
 
     def value(v: Value) -> Value:
-        values[v] = c = Value(v.type, v.name, v.stop_gradient)
+        values[v] = c = Value(v.type if retype is None else retype(v.type), v.name, v.stop_gradient)
         return c
 
     def block(b: Block) -> Block:
@@ -206,7 +211,8 @@ def clone(program: Program) -> tuple[Program, dict[Value, Value]]:
     def operation(op: Operation) -> Operation:
         operands = [values[v] for v in op.operands]
         blocks = [block(b) for b in op.blocks]  # nested blocks cannot read the op's own results
-        new = Operation(op.name, operands, [value(r) for r in op.results], op.attrs, blocks)
+        attrs = op.attrs if reattr is None else reattr(op.attrs)
+        new = Operation(op.name, operands, [value(r) for r in op.results], attrs, blocks)
         new.line, new.col = op.line, op.col
         new.origin = ops.get(op.origin) if op.origin is not None else None
         ops[op] = new

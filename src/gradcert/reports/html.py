@@ -7,6 +7,7 @@ import html
 import math
 import platform
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,11 +58,18 @@ def render(
         comparison=comparison,
         meta=meta,
         total=len(records),
+        dtypes={b: _dtypes(records, b) for b in m},
         escape=html.escape,
         plot=error_plot(records),
         coverage={b: coverage_grid(t) for b, t in loaded.coverage.items()},
         coverage_line={b: t.summary().partition(": ")[2] for b, t in loaded.coverage.items()},
     )
+
+
+def _dtypes(records: list[dict[str, Any]], backend: str) -> str:
+    """ "f64 900 · f32 100": a backend's cases by the precision their programs compute in."""
+    n = Counter(str(r.get("dtype", "f64")) for r in records if r["backend"] == backend)
+    return " · ".join(f"{d} {n[d]}" for d in sorted(n, reverse=True))
 
 
 def _known(m: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -214,7 +222,7 @@ def _write(paths: list[str | Path], p: Path, baseline: str | Path | None) -> Non
 # what the report reads of a case that did not fail (a failure's record is kept whole: its text,
 # its gradients, its replay command); those but the case's own id and message repeat from case to
 # case, and are held once
-_KEPT = ("test_id", "area", "backend", "backend_version", "profile", "seed", "status", "oracle", "signature")
+_KEPT = ("test_id", "area", "backend", "backend_version", "profile", "seed", "dtype", "status", "oracle", "signature")
 
 
 def _slimmer() -> Callable[[dict[str, Any]], dict[str, Any]]:

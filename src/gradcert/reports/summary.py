@@ -228,7 +228,18 @@ def summary(records: list[dict[str, Any]], loaded: Loaded | None = None) -> dict
         "failures": [
             {
                 k: r.get(k)
-                for k in ("backend", "area", "test_id", "case_id", "status", "oracle", "message", "replay", "signature")
+                for k in (
+                    "backend",
+                    "area",
+                    "test_id",
+                    "case_id",
+                    "dtype",
+                    "status",
+                    "oracle",
+                    "message",
+                    "replay",
+                    "signature",
+                )
             }
             for r in records
             if r["status"] in FAILING

@@ -1,0 +1,50 @@
+"""A program's float precision, and its float64 twin.
+
+A float32 program is judged against its twin: the same ops on the same inputs, every float32
+value made float64 (a `cast` to float32 becomes one to float64, a no-op). The twin's gradients are
+the float32 program's exact ones up to float64 rounding, so finite differences and the expected
+gradients keep float64's accuracy, and only the backend's float32 rounding is left to the
+tolerances (`conformance.oracles.TOLERANCES`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .ir import Attrs, Program, Value, clone
+from .types import StackType, TensorType, Type, VectorType
+
+
+def _wide(t: Type) -> Type:
+    if isinstance(t, TensorType):
+        return TensorType(t.shape, "f64") if t.dtype == "f32" else t
+    if isinstance(t, VectorType):
+        return VectorType(tuple(TensorType(e.shape, "f64") if e.dtype == "f32" else e for e in t.elems))
+    return StackType(tuple(_wide(e) for e in t.elems))
+
+
+def _wide_attrs(attrs: Attrs) -> Attrs:
+    return {k: "f64" if k == "dtype" and v == "f32" else v for k, v in attrs.items()}
+
+
+def _types(t: Type) -> Any:
+    if isinstance(t, TensorType):
+        yield t
+    else:
+        for e in t.elems:
+            yield from _types(e)
+
+
+def precision(program: Program) -> str:
+    """ "f32" where any value of the program is a float32 tensor, else "f64"."""
+    values: list[Value] = list(program.inputs)
+    for op in program.walk():
+        values += op.results
+        for b in op.blocks:
+            values += b.args
+    return "f32" if any(t.dtype == "f32" for v in values for t in _types(v.type)) else "f64"
+
+
+def widen(program: Program) -> tuple[Program, dict[Value, Value]]:
+    """The float64 twin of `program`, and the map from its values to the twin's."""
+    return clone(program, _wide, _wide_attrs)
