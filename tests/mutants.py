@@ -177,7 +177,7 @@ class UnusedFullLike(Mutant):
 
         def grad(program: Any, *a: Any) -> Any:
             g = orig(program, *a)
-            floats = [v for v in program.inputs if getattr(v.type, "dtype", "") == "f64"]
+            floats = [v for v in program.inputs if getattr(v.type, "dtype", "") in ("f64", "f32")]
             if floats:
                 g.added.add(Builder(program.block).op("full_like", [floats[0]], {"value": 0.0}))
             return g

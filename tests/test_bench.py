@@ -39,6 +39,15 @@ BENCHES = {
             f"ratio 2 processes / 1 process of in-process reference checks \\(the machine's ceiling\\): {NUMBER}",
         ],
     ),
+    "float32_errors.py": (
+        ["--backends", "reference", "--cases", "20"],
+        [
+            f"ratio F32_RTOL / it: {NUMBER}",
+            f"ratio F32_ATOL / it: {NUMBER}",
+            r"false alarms, reference: 0",
+            r"1% wrong gradients caught, reference: (\d+)/\1",
+        ],
+    ),
     "vs_gradcheck.py": (
         ["--programs", "5", "--sizes", "10,1000"],
         [

@@ -20,6 +20,14 @@ Tolerances, and why (docs/oracles.md holds the measurements they rest on):
   h / RETRY before a verdict: truncation 4,096x smaller, rounding ~eps |f| / h still ~1e-12. A
   wrong gradient stays wrong at any step; a right one whose first estimate was truncated passes
   the second.
+- float32 cases (a program with any float32 value, `Case.dtype`): the expected gradients and
+  finite differences come from the case's float64 twin (`Case.widened`: every float32 value made
+  float64), so they keep float64's accuracy and only the backend's float32 rounding is left.
+  F32_RTOL = 1e-4 and F32_ATOL = 1e-5 serve both oracles. Correct float32 backwards (the
+  reference's own float32 run, PyTorch, JAX) differ from the twin by at most about 7e-7 relative
+  where the gradient is of order one, and 3e-7 absolute where it is tiny (a cancellation: the
+  relative error there reaches 2e-3 of a gradient of 1e-6): both over 30x below the tolerances.
+  A wrong rule is off by a percent or more; a gradient made 1% wrong fails every drawn case.
 - a perturbed run whose trace differs (a branch, trip count or kink side flipped) makes the case
   `invalid`: the derivative does not exist there as a smooth one, so nothing is judged.
 """

@@ -200,7 +200,10 @@ class Session:
     def _linearity(self, case: Case, got: BackendResult) -> Verdict:
         """g(u1) + g(u2) == g(u1 + u2): the gradients are linear in the cotangents."""
         assert case.cotangents is not None
-        u2 = normals(self.seed + 1, [u.shape for u in case.cotangents])
+        u2 = [
+            n.astype(u.dtype)
+            for n, u in zip(normals(self.seed + 1, [u.shape for u in case.cotangents]), case.cotangents)
+        ]
         second = self._run(replace(case, cotangents=u2))
         both = self._run(replace(case, cotangents=[a + b for a, b in zip(case.cotangents, u2)]))
         if isinstance(second, Outcome) or isinstance(both, Outcome):
