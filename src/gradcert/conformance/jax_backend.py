@@ -53,7 +53,7 @@ from ..reference.types import TensorType, is_differentiable
 from .api import BackendResult, Unsupported
 from .backends import framework_version
 from .contract import paths, to_contract
-from .lowering import VECTORS, Lower, Lowering, kernels, trip_slice
+from .lowering import VECTORS, Lower, Lowering, kernels, refuse_second_order_no_grad, trip_slice
 
 TRIP_LIMIT = 10_000
 
@@ -220,6 +220,7 @@ class JaxBackend:
         return jax
 
     def run(self, case: Case) -> BackendResult:
+        refuse_second_order_no_grad(case, "JAX")
         if self.platform == "cpu":
             return self._run(case)
         with self.jax.default_device(self.device):  # (the inputs, and every array a kernel makes)

@@ -117,6 +117,22 @@ def trip_slice(cond: Block, body: Block) -> tuple[list[int], list[Operation]]:
     return sorted(carries), ops
 
 
+def refuse_second_order_no_grad(case: Any, framework: str) -> None:
+    """Raise `Unsupported` for a second-order request with a no-grad set, in a framework that maps
+    the set by stopping gradients where its values are defined (`Lowering.stop`). The set belongs
+    to the first backward only (Paddle's `grad(..., no_grad_vars=...)`, the reference): the first
+    derivative still reads those values, which still depend on the inputs, and the second
+    derivative follows them there. A stop at the definition is a stop at every order, so the
+    second derivative would lose those paths; the framework has no per-call no-grad set to map it
+    to. (What would: differentiate the first order with the blocked values as extra arguments,
+    then add their own vector-Jacobian products to the second derivative.)"""
+    if case.order == 2 and case.no_grad:
+        raise Unsupported(
+            f"a no-grad set at second order: {framework} has no per-call no-grad set, and stopping the "
+            "gradient where its values are defined would stop the second derivative there too"
+        )
+
+
 def kernels(xp: Any) -> Lower:
     """The fallback lowering: the op's own kernel, called on the framework's Array-API namespace.
     A kernel that may return a view of its operand (`OpDef.view`: assign, reshape, expand, ...)
@@ -145,7 +161,10 @@ def last_wins(index: Any) -> list[int]:
 # Vectors are Python lists of the framework's tensors: `combine` makes one, `split` takes it apart.
 VECTORS: dict[str, Lower] = {
     "combine": lambda low, op, a: list(a),
-    "split": lambda low, op, a: list(a[0]),
+    # a split's elements are values of their own (`kernels` says why): an in-place op on one must
+    # not write the tensor combined (`Lowering.copy`: a clone on PyTorch, nothing where values are
+    # immutable)
+    "split": lambda low, op, a: [low.copy(x) for x in a[0]],
 }
 
 

@@ -40,7 +40,7 @@ from ..reference.types import TensorType, is_differentiable
 from .api import BackendResult, Unsupported
 from .backends import framework_version
 from .contract import paths, to_contract
-from .lowering import VECTORS, Lower, Lowering, kernels, last_wins
+from .lowering import VECTORS, Lower, Lowering, kernels, last_wins, refuse_second_order_no_grad
 
 TRIP_LIMIT = 10_000
 
@@ -212,6 +212,7 @@ class TorchBackend:
         return xp
 
     def run(self, case: Case) -> BackendResult:
+        refuse_second_order_no_grad(case, "PyTorch")
         try:
             with self.torch.device(self.device):
                 return self._run(case)
