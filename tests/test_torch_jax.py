@@ -5,6 +5,7 @@ zeros, refused in-place ops, loops JAX cannot reverse) holds on minimal programs
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -242,3 +243,36 @@ def test_a_zero_second_order_gradient_from_torch_is_zeros_not_an_error() -> None
     )
     case = replace(_case(text, [0], [np.array([-0.5, 0.25])]), order=2, cotangents2=[np.array([1.0, 2.0])])
     assert judge(case, resolve("torch").run(case), ReferenceBackend().run(case)).status == "pass"
+
+
+@pytest.mark.parametrize("path", ["second_order_no_grad_top.case", "second_order_no_grad_in_loop.case"])
+def test_a_no_grad_set_belongs_to_the_first_backward_only(path: str) -> None:
+    """The second derivative follows the no-grad set's values (they still depend on the inputs):
+    PyTorch's twin-input mapping agrees with the reference, which agrees with finite differences of
+    the first derivative; JAX refuses the request, with the reason (a stop there stops every order)."""
+    case = load_case(ROOT / "tests" / "cases" / path)
+    ref = ReferenceBackend(listing=False).run(case)
+    assert judge(case, ref, ref).status == "pass"
+    got = resolve("torch").run(case)
+    assert judge(case, got, ref).status == "pass"
+    detached = resolve("torch").run(replace(case, order=1, cotangents2=None))  # the first order stops there
+    assert detached.grads[0] is not None and not np.allclose(got.grads[0], 0)
+    with pytest.raises(Unsupported, match="no-grad set at second order"):
+        resolve("jax").run(case)
+
+
+def test_an_in_place_op_on_a_split_element_leaves_the_tensor_combined_alone() -> None:
+    case = _case(
+        """program(%x0: f32[3]) {
+          %0 = sin(%x0) : f32[3]
+          %1 = combine(%0, %0) : vec<f32[3], f32[3]>
+          %2, %3 = split(%1) : f32[3], f32[3]
+          %4 = tanh_(%2) : f32[3]
+          %5 = cos(%0) : f32[3]
+          return %5, %4
+        }""",
+        [0],
+        [np.array([0.5, -1.0, 2.0], dtype=np.float32)],
+    )
+    got = resolve("torch").run(case)
+    assert np.allclose(got.forward[0], np.cos(np.sin(case.inputs[0])), rtol=1e-6)

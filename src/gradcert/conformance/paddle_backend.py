@@ -46,7 +46,7 @@ from ..reference.types import TensorType, is_differentiable
 from .api import BackendResult, OpRecord, Unsupported
 from .backends import framework_version
 from .lowering import DTYPE_NAMES, VECTORS, Lower, Lowering, flatten, types_of, unflatten
-from .oracles import TOLERANCES
+from .oracles import TOLERANCES, _close
 from .reference_backend import ReferenceBackend
 
 # ops that keep a stack balanced or end a block: never dead, whatever their uses
@@ -455,8 +455,7 @@ def _agree(got: Sequence[Any], expected: Sequence[Any]) -> bool:
     """Outputs equal to the reference interpreter's, to the lowering oracle's tolerance (a float32
     output's: both sides round in float32, each its own way)."""
     return len(got) == len(expected) and all(
-        np.shape(a) == np.shape(b)
-        and np.allclose(a, b, rtol=(t := TOLERANCES[_dtype(b)]).ref_rtol, atol=t.ref_atol, equal_nan=True)
+        np.shape(a) == np.shape(b) and _close(np.asarray(a), np.asarray(b), TOLERANCES[_dtype(b)])
         for a, b in zip(got, expected)
     )
 

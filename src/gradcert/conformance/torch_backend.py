@@ -40,7 +40,7 @@ from ..reference.types import TensorType, is_differentiable
 from .api import BackendResult, Unsupported
 from .backends import framework_version
 from .contract import paths, to_contract
-from .lowering import VECTORS, Lower, Lowering, kernels, last_wins, refuse_second_order_no_grad
+from .lowering import VECTORS, Lower, Lowering, kernels, last_wins
 
 TRIP_LIMIT = 10_000
 
@@ -164,6 +164,21 @@ TABLE: dict[str, Lower] = {
 
 
 class _TorchLowering(Lowering):
+    # a second-order request's no-grad values (`TorchBackend._second_order_no_grad`): recorded as
+    # computed (`recorded` a list), or each replaced by the next recorded one (`replay` an iterator)
+    watched: frozenset[Value] = frozenset()
+    recorded: list[Any] | None = None
+    replay: Any = None
+
+    def result(self, v: Value, x: Any) -> Any:
+        if v in self.watched:
+            if self.replay is not None:
+                return next(self.replay).clone()  # (a value of its own: an in-place op may write it too)
+            assert self.recorded is not None
+            self.recorded.append(x.clone())  # (as computed: an in-place op may write `x` later)
+            return x
+        return super().result(v, x)
+
     def stop(self, x: Any) -> Any:
         return x.detach()
 
@@ -212,7 +227,6 @@ class TorchBackend:
         return xp
 
     def run(self, case: Case) -> BackendResult:
-        refuse_second_order_no_grad(case, "PyTorch")
         try:
             with self.torch.device(self.device):
                 return self._run(case)
@@ -233,31 +247,65 @@ class TorchBackend:
             out.append(leaf)
         return out
 
-    def lower(self, case: Case, leaves: Sequence[Any]) -> dict[Value, Any]:
-        """Run the program eagerly on `leaves` (one tensor per input): every top-level value."""
-        low = _TorchLowering("torch", self.table, self.torch, kernels(self.xp), case.no_grad)
+    def lower(
+        self, case: Case, leaves: Sequence[Any], recorded: list[Any] | None = None, replay: Any = None
+    ) -> dict[Value, Any]:
+        """Run the program eagerly on `leaves` (one tensor per input): every top-level value. The
+        no-grad set is stopped where its values are defined, or, with `recorded` or `replay`, its
+        values are recorded or replaced (`_second_order_no_grad`)."""
+        watching = recorded is not None or replay is not None
+        blocked = () if watching else case.no_grad
+        low = _TorchLowering("torch", self.table, self.torch, kernels(self.xp), blocked)
+        if watching:
+            low.watched, low.recorded, low.replay = frozenset(case.no_grad), recorded, replay
         for v, leaf in zip(case.program.inputs, leaves):
             low.env[v] = low.result(v, leaf)
         low.run_block(case.program.block)
         return low.env
 
-    def _run(self, case: Case) -> BackendResult:
-        t0 = time.perf_counter()
+    def _second_order_no_grad(self, case: Case) -> tuple[list[Any], list[Any], list[Any]]:
+        """A second-order request with a no-grad set. The set belongs to the first backward only:
+        the first derivative g(x) = d1 F(x, b(x)) holds the set's values b fixed, but still reads
+        them, and they depend on x, so the second derivative follows them (Paddle's and the
+        reference's contract). PyTorch has no per-call no-grad set, and a `detach()` would stop
+        every order. So the program runs twice: from a twin x' of the inputs, recording the set's
+        values as computed (every instance, in order: a loop's too); then from x, each of them
+        replaced by its recorded twin. Differentiating in x alone gives g; differentiating g in x
+        and in x' and adding (x' = x) gives the second derivative. Returns the first-order
+        gradients (as `_grad` maps them), the inputs x and their twins."""
         leaves = self.leaves(case)
-        env = self.lower(case, leaves)
+        twins = [t.detach().clone().requires_grad_(t.requires_grad) for t in leaves]
+        recorded: list[Any] = []
+        self.lower(case, twins, recorded=recorded)
+        env = self.lower(case, leaves, replay=iter(recorded))
         wrt = [leaves[i] for i in case.wrt]
         ys = [env[v] for v in case.output_values]
-        grads = self._grad(ys, wrt, case.cotangents, case, 1, create_graph=case.order == 2)
-        forward = [env[v] for v in case.program.outputs]
+        return self._grad(ys, wrt, case.cotangents, case, 1, create_graph=True), wrt, [twins[i] for i in case.wrt]
+
+    def _run(self, case: Case) -> BackendResult:
+        t0 = time.perf_counter()
+        twins: list[Any] = []
+        if case.order == 2 and case.no_grad:
+            grads, wrt, twins = self._second_order_no_grad(case)
+            forward = []
+        else:
+            leaves = self.leaves(case)
+            env = self.lower(case, leaves)
+            wrt = [leaves[i] for i in case.wrt]
+            ys = [env[v] for v in case.output_values]
+            grads = self._grad(ys, wrt, case.cotangents, case, 1, create_graph=case.order == 2)
+            forward = [env[v] for v in case.program.outputs]
         if case.order == 2:
             # the "forward" of a second-order case is its first-order gradients (those not None)
             forward = [g for g in grads if g is not None]
             cots2 = case.cotangents2
-            grads = (
-                self._grad(forward, wrt, cots2, case, 2)
-                if cots2 is None or len(cots2) == len(forward)
-                else [None] * len(wrt)  # the lowering oracle reports the count
-            )
+            if cots2 is not None and len(cots2) != len(forward):
+                grads = [None] * len(wrt)  # the lowering oracle reports the count
+            else:
+                grads = self._grad(forward, wrt, cots2, case, 2, retain_graph=bool(twins))
+                if twins:  # the paths through the no-grad set's values (above)
+                    more = self._grad(forward, twins, cots2, case, 2)
+                    grads = [a if b is None else b if a is None else a + b for a, b in zip(grads, more)]
         t1 = time.perf_counter()
         return BackendResult(
             [None if g is None else g.detach().numpy(force=True) for g in grads],
@@ -274,6 +322,7 @@ class TorchBackend:
         case: Case,
         order: int,
         create_graph: bool = False,
+        retain_graph: bool = False,
     ) -> list[Any]:
         """Gradients of sum <u_k, y_k> w.r.t. `xs`, mapped onto the contract's `None`."""
         torch = self.torch
@@ -293,6 +342,7 @@ class TorchBackend:
                     [u for _, u in pairs],
                     allow_unused=True,
                     create_graph=create_graph,
+                    retain_graph=create_graph or retain_graph,
                 )
             )
             got = [next(it) if x.requires_grad else None for x in xs]
