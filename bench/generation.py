@@ -1,13 +1,13 @@
 """Generator throughput and coverage.
 
 Draws per second for the hypothesis strategy and for the seeded fast path (the same
-construction), then, over the N cases a derandomized certify run draws (`search.drawn`: N / 34 per
-test; the certify profile is 8,500): verifier errors, draws with a non-finite forward value or
+construction), then, over the N cases a derandomized certify run draws (`search.drawn`: N / 43 per
+test; the certify profile is 10,750): verifier errors, draws with a non-finite forward value or
 reference gradient, how often each op, construct and feature appears, and the interaction
 coverage (`generators/coverage.py`): the share of reachable pairs hit, and every pair not hit.
 Ratios last.
 
-    python bench/generation.py [--draws 8500]
+    python bench/generation.py [--draws 10750]
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def fast_rate(n: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--draws", type=int, default=8_500)
+    ap.add_argument("--draws", type=int, default=10_750)
     args = ap.parse_args()
     hyp, fast = hypothesis_rate(300), fast_rate(1000)
     print(f"draws/s: hypothesis {hyp:.0f}, fast path {fast:.0f}")

@@ -48,7 +48,7 @@ class OpRecord:
 
 @dataclass
 class BackendResult:
-    grads: list[np.ndarray | None]  # one per case.wrt, host float64, None where none is returned
+    grads: list[np.ndarray | None]  # one per case.wrt, host arrays of the inputs' dtypes, None where none is returned
     version: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     backward_ops: list[OpRecord] | None = None  # where the backend exposes its backward program

@@ -16,7 +16,7 @@ from .api import FAILING, BackendResult, Verdict
 from .areas import Area
 from .backends import resolve
 from .defects import canonical, kind, known_defects, signature
-from .oracles import judge, normals
+from .oracles import Tolerance, float32_tolerance, judge, normals
 from .oracles import reference as compare_reference
 from .reference_backend import ReferenceBackend
 from .results import ResultsFile
@@ -166,10 +166,15 @@ class Session:
             return Verdict(status, "backend", got.message), timings
         timings.update({f"backend.{k}": v for k, v in got.timings.items()})  # as the backend splits its time
         t = time.perf_counter()
+        tol = None
         try:
-            # (a float32 case's expected answers are its float64 twin's: `Case.widened`)
+            # (a float32 case's expected answers are its float64 twin's: `Case.widened`; its
+            # tolerances, how far the reference's own float32 run lands from them, but where the
+            # reference is what is certified)
             wide = case.widened()
             ref = self.reference.run(wide) if self.spec != "reference" or wide is not case else got
+            if wide is not case and self.spec != "reference":
+                tol = float32_tolerance(self.reference.run(case), ref)
         except Exception as e:  # the reference's own backward failed: an error of gradcert's, never a pass
             return Verdict("error", "reference", f"reference backward: {type(e).__name__}: {e}"), timings
         timings["reference"] = time.perf_counter() - t
@@ -182,9 +187,10 @@ class Session:
             exhaustive=self.exhaustive,
             xp=self.xp,
             known=partial(self._known, area, case),
+            tol=tol,
         )
         if verdict.status == "pass" and area.check == "linearity" and case.cotangents is not None:
-            linear = self._linearity(case, got)
+            linear = self._linearity(case, got, tol)
             verdict = verdict if linear.status == "pass" else linear  # (a pass keeps the error measured)
         timings["oracles"] = time.perf_counter() - t
         return verdict, timings
@@ -197,7 +203,7 @@ class Session:
             in self.known
         )
 
-    def _linearity(self, case: Case, got: BackendResult) -> Verdict:
+    def _linearity(self, case: Case, got: BackendResult, tol: Tolerance | None = None) -> Verdict:
         """g(u1) + g(u2) == g(u1 + u2): the gradients are linear in the cotangents."""
         assert case.cotangents is not None
         u2 = [
@@ -210,7 +216,7 @@ class Session:
             bad = second if isinstance(second, Outcome) else both
             return Verdict(bad.status, "linearity", bad.message)  # type: ignore[union-attr]
         summed = BackendResult([None if a is None or b is None else a + b for a, b in zip(got.grads, second.grads)])
-        v = compare_reference(case, both, summed)
+        v = compare_reference(case, both, summed, tol)
         if v is None:
             return Verdict("pass")
         return replace(v, oracle="linearity", message="gradients are not linear in the cotangents: " + v.message)
