@@ -170,7 +170,9 @@ TABLE: dict[str, Lower] = {
     "add_n": lambda low, op, a: low.ns.add_n(a[0]),
     "erf": _unary("erf"),
     "gelu": lambda low, op, a: low.ns.nn.functional.gelu(a[0], approximate=op.attrs["approximate"]),
-    "clip": lambda low, op, a: low.ns.clip(a[0], op.attrs["min"], op.attrs["max"]),
+    # (bounds as tensors of the operand's dtype: as attributes `pd_op.clip` keeps them in float32,
+    # which moves a float64 bound by up to 1e-9)
+    "clip": lambda low, op, a: low.ns.clip(a[0], _const(low, op, "min"), _const(low, op, "max")),
     "softmax": lambda low, op, a: low.ns.nn.functional.softmax(a[0], axis=op.attrs["axis"]),
     "log_softmax": lambda low, op, a: low.ns.nn.functional.log_softmax(a[0], axis=op.attrs["axis"]),
     "logsumexp": lambda low, op, a: low.ns.logsumexp(a[0], axis=_axes(op), keepdim=op.attrs["keepdim"]),
