@@ -23,8 +23,11 @@ Tolerances, and why (docs/oracles.md holds the measurements they rest on):
 - float32 cases (a program with any float32 value, `Case.dtype`): the expected gradients and
   finite differences come from the case's float64 twin (`Case.widened`: every float32 value made
   float64), so they keep float64's accuracy and only the backend's float32 rounding is left.
-  F32_RTOL = 1e-4 and F32_ATOL = 1e-5 serve both oracles, and forward values are compared
-  relative to their tensor's largest element (`Tolerance.normwise`). Where a program's curvature
+  F32_RTOL = 1e-4 and F32_ATOL = 1e-4 serve both oracles, and forward values are compared
+  relative to their tensor's largest element (`Tolerance.normwise`). The absolute part is as large
+  as the relative one: float32 rounding of a small gradient is relative to the large terms that
+  cancelled to make it (the reference's own float32 run: 2.1e-5 absolute on a gradient of 5e-4,
+  a matmul power under a saturated `tanh`, the worst in 200,000 fuzzed cases). Where a program's curvature
   amplifies float32 rounding (a matmul power under `tanh`), a correct framework's error exceeds
   them (JAX: 1.9e-4 relative), so a case's tolerances are widened to CONDITION times the
   reference's own float32 error on it, where that is larger (`float32_tolerance`: an estimate of
@@ -56,7 +59,7 @@ FD_RTOL, FD_ATOL = 1e-6, 1e-8
 # float32 cases (`Case.dtype`): the expected gradients and finite differences come from the
 # case's float64 twin (`Case.widened`), so only the backend's own float32 rounding is measured,
 # against both oracles alike. See the module's docstring and docs/oracles.md for the measurements.
-F32_RTOL, F32_ATOL = 1e-4, 1e-5
+F32_RTOL, F32_ATOL = 1e-4, 1e-4
 
 
 @dataclass(frozen=True)
