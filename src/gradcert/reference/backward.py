@@ -14,7 +14,8 @@ op's VJP rule for its inputs' cotangents, and accumulates them. Each mechanism i
   block and popped at the start of the backward block;
 - control flow: the VJP rules of `if` and `while` (ops/control.py) recurse through `region`;
 - second order: backward ops are ordinary ops with VJPs; a stack's pops and pushes are duals
-  through a cotangent stack (`push_cotangents` / `pop_cotangents`).
+  through a cotangent stack (`push_cotangents` / `pop_cotangents`), and a stack saved on another
+  stack (a region nested in another) has its cotangent stack saved on the other's likewise.
 """
 
 from __future__ import annotations
@@ -347,7 +348,7 @@ class _Ctx:
                 raise BackwardError(f"stack {stack!r} is popped outside the blocks being differentiated")
             at = owner.b
         ct_stack = at.op("stack_create", [], result_types=[StackType(types)]).results[0]
-        if at is not None and (stack.op is None or stack.op.name != "stack_create"):
+        if stack.op is None or stack.op.name != "stack_create":  # (made in a backward block)
             self.shared.ct_direct.add(ct_stack)
         self.shared.ct_stacks[stack] = ct_stack
         return ct_stack
