@@ -37,7 +37,7 @@ from ..reference.builder import Builder, ProgramBuilder
 from ..reference.interpreter import Evaluation, Interpreter
 from ..reference.ir import Block, Operation, Value
 from ..reference.ops import OPS
-from ..reference.types import FLOAT_DTYPES, TensorType, is_differentiable
+from ..reference.types import FLOAT_DTYPES, TensorType, is_differentiable, xp_dtype
 from .case import Case, describe_program
 from .choices import Chooser
 from .features import Features
@@ -729,7 +729,7 @@ class Generator:
             # a float32 program's input is float64 one time in four, cast to float32 on entry
             dtype = "f64" if self.dtype == "f64" or self.ch.flag(0.25) else "f32"
             v = pb.input(f"x{k}", TensorType(shape, dtype), stop_gradient=sg)
-            x = self.ch.uniform(-1.0, 1.0, shape).astype(np.float32 if dtype == "f32" else np.float64)
+            x = self.ch.uniform(-1.0, 1.0, shape).astype(xp_dtype(np, dtype))
             xs.append(x)
             self.it.env[v] = x.copy()
             self.bound[v] = _magnitude(x)
@@ -744,7 +744,7 @@ class Generator:
         if "unreachable" in self.on:
             shape = self.ch.choice(SHAPES)
             pb.input(f"x{len(xs)}", TensorType(shape, self.dtype))
-            xs.append(self.ch.uniform(-1.0, 1.0, shape).astype(np.float32 if self.dtype == "f32" else np.float64))
+            xs.append(self.ch.uniform(-1.0, 1.0, shape).astype(xp_dtype(np, self.dtype)))
         floats = self.floats(top)
         least = 2 if "multi_output" in self.f.required and len(floats) >= 2 else 1
         n_out = self.ch.integer(least, max(least, min(3, len(floats)))) if "multi_output" in self.on else 1
@@ -763,7 +763,7 @@ class Generator:
         cots = None
         if "cotangents" in self.on:
             cots = [
-                self.ch.uniform(-1.0, 1.0, v.type.shape).astype(np.float32 if v.type.dtype == "f32" else np.float64)  # type: ignore[union-attr]
+                self.ch.uniform(-1.0, 1.0, v.type.shape).astype(xp_dtype(np, v.type.dtype))  # type: ignore[union-attr]
                 for v in outs
             ]
         ran = Evaluation(program, xs, self.it.trace, self.values)

@@ -52,12 +52,14 @@ class Case:
     # a field drops the text, changing a list in place does not).
     _text: str | None = field(default=None, init=False, repr=False, compare=False)
     _id: str | None = field(default=None, init=False, repr=False, compare=False)
+    _dtype: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
         if name[0] != "_":
             object.__setattr__(self, "_text", None)
             object.__setattr__(self, "_id", None)
+            object.__setattr__(self, "_dtype", None)
 
     @property
     def output_values(self) -> list[Value]:
@@ -98,8 +100,11 @@ class Case:
 
     @property
     def dtype(self) -> str:
-        """The program's float precision: "f32" where any of its values is float32 (`precision`)."""
-        return precision(self.program)
+        """The program's float precision: "f32" where any of its values is float32 (`precision`;
+        made once, as the text is: every oracle asks)."""
+        if self._dtype is None:
+            self._dtype = precision(self.program)
+        return self._dtype
 
     def widened(self) -> Case:
         """The case on the float64 twin of its program (`precision.widen`): what its float32

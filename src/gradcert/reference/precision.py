@@ -9,8 +9,6 @@ tolerances (`conformance.oracles.TOLERANCES`).
 
 from __future__ import annotations
 
-from typing import Any
-
 from .ir import Attrs, Program, Value, clone
 from .types import StackType, TensorType, Type, VectorType
 
@@ -19,7 +17,7 @@ def _wide(t: Type) -> Type:
     if isinstance(t, TensorType):
         return TensorType(t.shape, "f64") if t.dtype == "f32" else t
     if isinstance(t, VectorType):
-        return VectorType(tuple(TensorType(e.shape, "f64") if e.dtype == "f32" else e for e in t.elems))
+        return VectorType(tuple(_wide(e) for e in t.elems))  # type: ignore[misc]
     return StackType(tuple(_wide(e) for e in t.elems))
 
 
@@ -27,22 +25,14 @@ def _wide_attrs(attrs: Attrs) -> Attrs:
     return {k: "f64" if k == "dtype" and v == "f32" else v for k, v in attrs.items()}
 
 
-def _types(t: Type) -> Any:
-    if isinstance(t, TensorType):
-        yield t
-    else:
-        for e in t.elems:
-            yield from _types(e)
-
-
 def precision(program: Program) -> str:
-    """ "f32" where any value of the program is a float32 tensor, else "f64"."""
+    """ "f32" where any value of the program holds a float32 tensor (its twin's type differs), else "f64"."""
     values: list[Value] = list(program.inputs)
     for op in program.walk():
         values += op.results
         for b in op.blocks:
             values += b.args
-    return "f32" if any(t.dtype == "f32" for v in values for t in _types(v.type)) else "f64"
+    return "f32" if any(_wide(v.type) != v.type for v in values) else "f64"
 
 
 def widen(program: Program) -> tuple[Program, dict[Value, Value]]:

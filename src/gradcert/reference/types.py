@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 DTYPES = ("f64", "f32", "i64", "bool")
 FLOAT_DTYPES = frozenset({"f64", "f32"})
 _XP_NAMES = {"f64": "float64", "f32": "float32", "i64": "int64", "bool": "bool"}
 
 
-def xp_dtype(xp: object, dtype: str) -> object:
+def xp_dtype(xp: object, dtype: str) -> Any:
     """The array namespace's dtype object for one of our dtype names."""
     return getattr(xp, _XP_NAMES[dtype])
 
