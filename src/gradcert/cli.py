@@ -27,6 +27,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .conformance import runs
+    from .conformance.api import Status
     from .conformance.areas import PYTEST_ENV, command_line
     from .conformance.backends import backend_name, resolve
     from .conformance.defects import known_defects
@@ -100,7 +101,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
         of = f" of {planned}" if planned else ""
         print(f"INCOMPLETE ({why}): {judged}{of} cases judged; run the same command again to resume")
         return runs.exit_for(signum)
-    if not any(r["status"] != "unsupported" for r in loaded.cases):
+    if not any(r["status"] != Status.UNSUPPORTED for r in loaded.cases):
         print(f"FAILED: nothing certified: {name} declares none of the capabilities these areas need")
         return EXIT_FAIL
     if baseline is not None:
@@ -134,7 +135,7 @@ _DRAWN = re.compile(r"(test_\w+\.py::\w+)\[(seed:[0-9a-f]+|simplest)\]")
 def cmd_replay(args: argparse.Namespace) -> int:
     """Judge saved cases (or drawn ones, by their names in a report) again: exit 1 if any fails,
     a known defect included (the case still fails)."""
-    from .conformance.api import FAILING
+    from .conformance.api import DEFECTIVE, Status
     from .conformance.areas import AREAS
     from .conformance.check import area_of
     from .conformance.defects import signature
@@ -163,10 +164,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
             print(said + (f": {v.message}" if v.message else ""))
             if v.kind:
                 print(f"signature: {signature(area.name, v.oracle, v.kind)}")
-            if v.status == "known":
+            if v.status == Status.KNOWN:
                 k = s.known[signature(area.name, v.oracle, v.kind)]
                 print(f"known defect: {k.reason} ({k.case})")
-            failed = failed or v.status in (*FAILING, "known")
+            failed = failed or v.status in DEFECTIVE
     finally:
         s.close()
     return EXIT_FAIL if failed else EXIT_OK
@@ -178,7 +179,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from .conformance.api import FAILING
+    from .conformance.api import DEFECTIVE
     from .conformance.areas import AREAS
     from .conformance.check import Request, area_of, cases_of
     from .conformance.defects import signature
@@ -204,7 +205,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             v = s.judge(area, case)
             seed = "" if case.seed is None or args.repeat == 1 else f" (seed {case.seed})"
             print(f"{path}{seed}: {v.status}" + (f" ({v.oracle}): {v.message}" if v.kind else ""))
-            if v.status in (*FAILING, "known"):
+            if v.status in DEFECTIVE:
                 failed += 1
                 saved = s.save(case, v)
                 print(f"  signature: {signature(area.name, v.oracle, v.kind)}")
@@ -366,16 +367,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     show.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     show.set_defaults(func=cmd_show)
 
-    cert = sub.add_parser("certify", help="run the certification areas against a backend")
-    cert.add_argument("--backend", default="reference", help="built-in name, entry point or module:attribute")
+    # what every command that judges cases against a backend takes
+    judged = _Parser(add_help=False)
+    judged.add_argument("--backend", default="reference", help="built-in name, entry point or module:attribute")
+    judged.add_argument("--isolate", default="auto", choices=("auto", "yes", "no"), help="cases in a worker process")
+    judged.add_argument("--timeout", type=float, default=60.0, help="seconds per case in a worker process")
+    judged.add_argument(
+        "--device",
+        default="cpu",
+        choices=("cpu", "gpu"),
+        help="where the backend and the oracles run: cpu, or gpu (CuPy and the framework's CUDA device)",
+    )
+
+    cert = sub.add_parser("certify", parents=[judged], help="run the certification areas against a backend")
     cert.add_argument("--profile", default="certify", choices=("quick", "certify", "nightly"))
     cert.add_argument("--areas", default="", help="comma-separated areas (default: all)")
     cert.add_argument("--workers", default="1", type=_workers, help="worker processes (pytest-xdist): N >= 1 or auto")
     cert.add_argument("--results", default="", help="JSON-lines results file (default reports/BACKEND-PROFILE.jsonl)")
     cert.add_argument("--report", default="", help="HTML report (default reports/BACKEND-PROFILE.html)")
     cert.add_argument("--findings", default="", help="folder for defects' cases (default: beside the results)")
-    cert.add_argument("--isolate", default="auto", choices=("auto", "yes", "no"))
-    cert.add_argument("--timeout", type=float, default=60.0, help="seconds per case in a worker process")
     cert.add_argument("--seed", type=int, default=0)
     cert.add_argument("--db", default="", help="hypothesis example database folder")
     cert.add_argument("--no-shrink", action="store_true", help="report failures as found, unshrunk (faster)")
@@ -383,17 +393,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     cert.add_argument("--baseline", default="", help="earlier results of the same draws: fail on regressions")
     cert.add_argument("--shrink-seconds", type=float, default=30.0, help="time a new defect's shrink may take")
     cert.add_argument("-v", "--verbose", action="store_true", help="show pytest's own output (and hypothesis's notes)")
-    cert.add_argument(
-        "--device",
-        default="cpu",
-        choices=("cpu", "gpu"),
-        help="where the backend and the oracles run: cpu, or gpu (CuPy and the framework's CUDA device)",
-    )
     cert.set_defaults(func=cmd_certify)
 
-    ck = sub.add_parser("check", help="judge programs of one's own (.gc) or saved cases against a backend")
+    ck = sub.add_parser(
+        "check", parents=[judged], help="judge programs of one's own (.gc) or saved cases against a backend"
+    )
     ck.add_argument("files", nargs="+", metavar="FILE", help="program (.gc) or case (.case) files")
-    ck.add_argument("--backend", default="reference", help="built-in name, entry point or module:attribute")
     ck.add_argument("--wrt", default="", help="input positions to differentiate (default: float, not stop_gradient)")
     ck.add_argument("--outputs", default="", help="output positions to differentiate (default: every float one)")
     ck.add_argument("--cotangents", default="ones", choices=("ones", "random"))
@@ -403,14 +408,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     ck.add_argument("--inputs", default="", help="an .npz file of the inputs, by name")
     ck.add_argument("--repeat", type=int, default=1, help="judge each program on this many seeds")
     ck.add_argument("--findings", default="reports/findings", help="where failing cases are saved")
-    ck.add_argument("--isolate", default="auto", choices=("auto", "yes", "no"))
-    ck.add_argument("--timeout", type=float, default=60.0)
-    ck.add_argument(
-        "--device",
-        default="cpu",
-        choices=("cpu", "gpu"),
-        help="where the backend and the oracles run: cpu, or gpu (CuPy and the framework's CUDA device)",
-    )
     ck.set_defaults(func=cmd_check)
 
     kn = sub.add_parser("known", help="write a results file's new defects as known-defect entries")
@@ -419,27 +416,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     kn.add_argument("-o", "--folder", default="known_failures", help="folder of <backend>.toml and its cases")
     kn.set_defaults(func=cmd_known)
 
-    rep = sub.add_parser("replay", help="judge one saved case again")
+    rep = sub.add_parser("replay", parents=[judged], help="judge one saved case again")
     rep.add_argument(
         "cases",
         nargs="+",
         metavar="CASE",
         help="case files, or TEST[DRAW] as a report names a drawn case (drawn again for --backend)",
     )
-    rep.add_argument("--backend", default="reference")
     rep.add_argument("--findings", default="reports/findings")
-    rep.add_argument("--isolate", default="auto", choices=("auto", "yes", "no"))
-    rep.add_argument("--timeout", type=float, default=60.0)
-    rep.add_argument(
-        "--device",
-        default="cpu",
-        choices=("cpu", "gpu"),
-        help="where the backend and the oracles run: cpu, or gpu (CuPy and the framework's CUDA device)",
-    )
     rep.set_defaults(func=cmd_replay)
 
-    fz = sub.add_parser("fuzz", help="fuzz a backend for a time budget (nightly profile, example database)")
-    fz.add_argument("--backend", default="reference")
+    fz = sub.add_parser(
+        "fuzz", parents=[judged], help="fuzz a backend for a time budget (nightly profile, example database)"
+    )
     fz.add_argument("--minutes", type=float, default=10.0)
     fz.add_argument("--workers", default="1", type=_workers, help="worker processes: N >= 1 or auto")
     fz.add_argument(
@@ -452,14 +441,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     fz.add_argument("--findings", default="", help="folder of defects' cases (default: beside the results)")
     fz.add_argument("--areas", default="", help="comma-separated areas (default: all)")
     fz.add_argument("--report", default="", help="also render an HTML report here")
-    fz.add_argument("--isolate", default="auto", choices=("auto", "yes", "no"))
-    fz.add_argument("--timeout", type=float, default=60.0)
-    fz.add_argument(
-        "--device",
-        default="cpu",
-        choices=("cpu", "gpu"),
-        help="where the backend and the oracles run: cpu, or gpu (CuPy and the framework's CUDA device)",
-    )
     fz.set_defaults(func=cmd_fuzz)
 
     report = sub.add_parser("report", help="render results files into one HTML report")

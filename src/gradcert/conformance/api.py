@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # (annotations only: certify's own process and the report import no NumPy)
@@ -10,23 +11,27 @@ if TYPE_CHECKING:  # (annotations only: certify's own process and the report imp
 
     from ..generators.case import Case
 
-# pass; known: a failure that is one of the backend's known defects (`defects.py`), not failing;
-# invalid: the case cannot be judged (a branch flips under perturbation); unsupported: the backend
-# does not declare the capability; refused: it declares it, yet raised `Unsupported`;
-# nondeterministic: a failure whose answers differ when the case is judged again
-STATUSES = (
-    "pass",
-    "known",
-    "fail",
-    "invalid",
-    "unsupported",
-    "refused",
-    "error",
-    "crash",
-    "timeout",
-    "nondeterministic",
-)
-FAILING = ("fail", "refused", "error", "crash", "timeout", "nondeterministic")  # the verdicts that fail a test
+
+class Status(StrEnum):
+    """A case's verdict. A member is its own name as a string: records keep it as text."""
+
+    PASS = "pass"
+    KNOWN = "known"  # a failure that is one of the backend's known defects (`defects.py`), not failing
+    FAIL = "fail"
+    INVALID = "invalid"  # the case cannot be judged (a branch flips under perturbation)
+    UNSUPPORTED = "unsupported"  # the backend does not declare the capability
+    REFUSED = "refused"  # it declares it, yet raised `Unsupported`
+    ERROR = "error"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    NONDETERMINISTIC = "nondeterministic"  # a failure whose answers differ when the case is judged again
+
+
+STATUSES = tuple(Status)
+# the verdicts that fail a test
+FAILING = (Status.FAIL, Status.REFUSED, Status.ERROR, Status.CRASH, Status.TIMEOUT, Status.NONDETERMINISTIC)
+# a failure, known or not: a defect's cases
+DEFECTIVE = (*FAILING, Status.KNOWN)
 
 
 class Unsupported(Exception):
@@ -67,7 +72,7 @@ class Backend(Protocol):
 
 @dataclass
 class Verdict:
-    status: str
+    status: Status
     oracle: str = ""
     message: str = ""
     inputs: list[str] = field(default_factory=list)  # inputs whose gradient is wrong

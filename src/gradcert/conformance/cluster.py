@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from . import runs
-from .api import FAILING
+from .api import FAILING, Status
 from .defects import known_defects, signature
 from .fuzz import findings_index, finish
 from .results import ResultsFile, read_records, unsupported_record
@@ -425,7 +425,7 @@ class Driver(Writer):
             "backend": _name(self.opts.backend),
             "profile": "nightly",
             "time": time.time(),
-            "status": "crash",
+            "status": Status.CRASH,
             "oracle": "backend",
             "message": f"the case killed two Ray workers: {said}",
             "kind": "crash",

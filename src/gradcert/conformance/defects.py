@@ -35,10 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .api import Status
+
 KNOWN = Path(__file__).parent / "known_failures"
 
 # statuses whose kind is the status itself
-_PLAIN = ("timeout", "refused", "nondeterministic")
+_PLAIN = (Status.TIMEOUT, Status.REFUSED, Status.NONDETERMINISTIC)
 
 
 def kind(
@@ -49,11 +51,11 @@ def kind(
     inputs in `case`'s program (`role`)."""
     if status in _PLAIN:
         return status
-    if status == "crash":
+    if status == Status.CRASH:
         return "crash"  # (how it died is in the message: one native fault aborts in one run, segfaults in the next)
     if oracle == "lowering":
         return "adapter lowering bug"
-    if status == "error":
+    if status == Status.ERROR:
         kind_, _, rest = message.partition(":")
         return f"raised {kind_.strip()}: {_blank(rest)}" if re.fullmatch(r"[\w.]+", kind_.strip()) else "raised"
     if oracle == "semantics":
@@ -246,7 +248,7 @@ def entries(records: Any, folder: Path, backend: str) -> str:
     smallest: dict[str, dict[str, Any]] = {}
     for r in records:
         sig = r.get("signature") or r.get("defect")
-        if r.get("backend") != backend or not sig or r.get("status") == "known" or "case" not in r:
+        if r.get("backend") != backend or not sig or r.get("status") == Status.KNOWN or "case" not in r:
             continue
         if sig not in smallest or r.get("size", 0) < smallest[sig].get("size", 0):
             smallest[sig] = r

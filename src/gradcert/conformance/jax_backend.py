@@ -38,10 +38,12 @@ Lowering choices, every path:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,11 +53,24 @@ from ..reference.ir import Operation
 from ..reference.ops.structure import slice_index
 from ..reference.types import TensorType, is_differentiable
 from .api import BackendResult, Unsupported
-from .backends import framework_version
 from .contract import paths, to_contract
-from .lowering import VECTORS, Lower, Lowering, kernels, refuse_second_order_no_grad, trip_slice
+from .lowering import VECTORS, ArrayApiBackend, Lower, Lowering, kernels, refuse_second_order_no_grad, trip_slice
 
 TRIP_LIMIT = 10_000
+
+# where XLA's compiled executables are kept from run to run ("off": nowhere)
+CACHE_ENV = "GRADCERT_JAX_CACHE"
+
+
+def compilation_cache() -> Path | None:
+    """The folder of JAX's persistent compilation cache: `$GRADCERT_JAX_CACHE`, else
+    `$XDG_CACHE_HOME/gradcert/jax` (`~/.cache/gradcert/jax`); None where it is "off"."""
+    where = os.environ.get(CACHE_ENV, "")
+    if where == "off":
+        return None
+    return Path(where or os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / (
+        "" if where else "gradcert/jax"
+    )
 
 
 def _if(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
@@ -181,34 +196,27 @@ class _JaxLowering(Lowering):
         return self.ns.lax.stop_gradient(x)
 
 
-class JaxBackend:
+class JaxBackend(ArrayApiBackend):
     """A case with control flow staged (traced whole under `jax.jit`, compiled once; eagerly where
     a trip count depends on a traced value), a straight-line case eager: `jax-jit` and
     `jax-eager` take one path for every case."""
 
     name = "jax"
-    capabilities = frozenset(
-        {"if", "while", "nesting", "inplace", "combine_split", "double_grad", "indexing", "along_axis", "float32"}
-    )
-    table: dict[str, Lower] = TABLE  # a subclass may lower some ops otherwise (tests plant bugs so)
-
-    devices = ("cpu", "gpu")
+    framework = "jax"
+    table = TABLE
     staged: bool | str = "auto"
+    platform = "cpu"  # the platforms JAX is imported with: "cpu" alone, else every one it finds
 
-    def __init__(self) -> None:
-        self.version = framework_version("jax")  # (jax is imported at the first case)
-        self.platform = "cpu"
+    def gpu(self) -> Any:
+        self.platform = "gpu"
+        try:
+            return self.jax.devices("gpu")[0]
+        except RuntimeError as e:  # jaxlib without CUDA, or no device
+            raise RuntimeError(f"JAX {self.jax.__version__} finds no GPU ({' '.join(str(e).split())[:200]})") from None
 
-    def use_device(self, device: str) -> None:
-        """Run on JAX's first GPU device for "gpu" (JAX imported with every platform it finds)."""
-        if device == "gpu":
-            self.platform = "gpu"
-            try:
-                self.device = self.jax.devices("gpu")[0]
-            except RuntimeError as e:  # jaxlib without CUDA, or no device
-                raise RuntimeError(
-                    f"JAX {self.jax.__version__} finds no GPU ({' '.join(str(e).split())[:200]})"
-                ) from None
+    def placed(self) -> Any:
+        # (the inputs, and every array a kernel makes)
+        return contextlib.nullcontext() if self.device == "cpu" else self.jax.default_device(self.device)
 
     @functools.cached_property
     def jax(self) -> Any:
@@ -217,14 +225,19 @@ class JaxBackend:
         import jax
 
         jax.config.update("jax_enable_x64", True)
+        # XLA's compilation is most of a case's time, and the same programs are drawn run after
+        # run (certify derandomizes): executables are kept on disk, every one of them (JAX keeps
+        # only those that took a second by default), keyed by the module, JAX's version and
+        # XLA's flags -- what runs is what XLA compiled for this very module
+        if (cache := compilation_cache()) is not None and jax.config.jax_compilation_cache_dir is None:
+            jax.config.update("jax_compilation_cache_dir", str(cache))
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+            jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
         return jax
 
     def run(self, case: Case) -> BackendResult:
         refuse_second_order_no_grad(case, "JAX")
-        if self.platform == "cpu":
-            return self._run(case)
-        with self.jax.default_device(self.device):  # (the inputs, and every array a kernel makes)
-            return self._run(case)
+        return super().run(case)
 
     def _run(self, case: Case) -> BackendResult:
         jax, jnp = self.jax, self.jax.numpy

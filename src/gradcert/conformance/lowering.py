@@ -14,8 +14,9 @@ arrays, so the framework's own ops, and its own backward, do the work.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,7 +24,11 @@ from ..reference.ir import Block, Operation, Value
 from ..reference.ops import OPS
 from ..reference.prune import coreachable
 from ..reference.types import Type, VectorType
-from .api import Unsupported
+from .api import BackendResult, Unsupported
+from .backends import framework_version
+
+if TYPE_CHECKING:
+    from ..generators.case import Case
 
 Lower = Callable[["Lowering", Operation, list[Any]], Any]
 
@@ -196,3 +201,40 @@ def types_of(values: Iterable[Value]) -> list[Type]:
 
 
 DTYPE_NAMES = {"f64": "float64", "f32": "float32", "i64": "int64", "bool": "bool"}
+
+
+class ArrayApiBackend:
+    """What the backends of frameworks with an Array-API namespace share: the capabilities, the
+    devices, the lowering table and the framework's version. A subclass places a case's arrays
+    (`placed`), finds its GPU (`gpu`) and runs a case there (`_run`)."""
+
+    name: str
+    framework: str  # the distribution whose version results record
+    capabilities = frozenset(
+        {"if", "while", "nesting", "inplace", "combine_split", "double_grad", "indexing", "along_axis", "float32"}
+    )
+    devices = ("cpu", "gpu")
+    table: dict[str, Lower]  # a subclass may lower some ops otherwise (tests plant bugs so)
+
+    def __init__(self) -> None:
+        self.version = framework_version(self.framework)  # (the framework is imported at the first case)
+        self.device: Any = "cpu"
+
+    def use_device(self, device: str) -> None:
+        if device == "gpu":
+            self.device = self.gpu()
+
+    def gpu(self) -> Any:
+        """The framework's first GPU device; a RuntimeError saying why where it has none."""
+        raise NotImplementedError
+
+    def placed(self) -> contextlib.AbstractContextManager[Any]:
+        """Where the arrays a case makes go: `self.device`."""
+        raise NotImplementedError
+
+    def run(self, case: Case) -> BackendResult:
+        with self.placed():
+            return self._run(case)
+
+    def _run(self, case: Case) -> BackendResult:
+        raise NotImplementedError

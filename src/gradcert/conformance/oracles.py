@@ -52,7 +52,7 @@ from ..reference.finite_diff import STEP, Base, directional, held_values, jacobi
 from ..reference.gradients import first_order
 from ..reference.ir import Program
 from ..reference.types import TensorType, Type, VectorType, is_differentiable
-from .api import FAILING, BackendResult, Verdict
+from .api import FAILING, BackendResult, Status, Verdict
 
 REF_RTOL, REF_ATOL = 1e-9, 1e-10
 FD_RTOL, FD_ATOL = 1e-6, 1e-8
@@ -114,7 +114,7 @@ def lowering(case: Case, got: BackendResult, ref: BackendResult, tol: Tolerance 
     if len(got.forward) != len(ref.forward):
         what = "first-order gradients (not None)" if case.order == 2 else "forward outputs"
         return Verdict(
-            "fail" if case.order == 2 else "error",
+            Status.FAIL if case.order == 2 else Status.ERROR,
             "first_order" if case.order == 2 else "lowering",
             f"{len(got.forward)} {what} where the reference has {len(ref.forward)}",
         )
@@ -127,9 +127,9 @@ def lowering(case: Case, got: BackendResult, ref: BackendResult, tol: Tolerance 
         else:
             continue
         if case.order == 2:
-            return Verdict("fail", "first_order", f"first-order gradient {k} {bad} from the reference backward")
+            return Verdict(Status.FAIL, "first_order", f"first-order gradient {k} {bad} from the reference backward")
         return Verdict(
-            "error",
+            Status.ERROR,
             "lowering",
             f"the backend's forward output {k} {bad} from the reference interpreter: "
             "a lowering bug of the adapter, not a finding on the backend",
@@ -141,13 +141,13 @@ def semantics(case: Case, got: BackendResult, ref: BackendResult, tol: Tolerance
     """None exactly where no gradient belongs; shapes and dtypes equal to the inputs'."""
     names = _names(case)
     if len(got.grads) != len(case.wrt):
-        return Verdict("fail", "semantics", f"{len(got.grads)} gradients for {len(case.wrt)} inputs")
+        return Verdict(Status.FAIL, "semantics", f"{len(got.grads)} gradients for {len(case.wrt)} inputs")
     for name, i, g, r in zip(names, case.wrt, got.grads, ref.grads):
         x = case.inputs[i]
         if (g is None) != (r is None):
             why = "no gradient belongs to it" if r is None else "it has a path to the outputs"
             return Verdict(
-                "fail",
+                Status.FAIL,
                 "semantics",
                 f"%{name}: got {'None' if g is None else 'a gradient'} but {why}",
                 [name],
@@ -156,7 +156,7 @@ def semantics(case: Case, got: BackendResult, ref: BackendResult, tol: Tolerance
             )
         if g is not None and (g.shape != x.shape or g.dtype != x.dtype):
             return Verdict(
-                "fail",
+                Status.FAIL,
                 "semantics",
                 f"%{name}: gradient is {g.dtype}{list(g.shape)}, input is {x.dtype}{list(x.shape)}",
                 [name],
@@ -182,7 +182,7 @@ def reference(case: Case, got: BackendResult, ref: BackendResult, tol: Tolerance
     if not wrong:
         return None
     return Verdict(
-        "fail",
+        Status.FAIL,
         "reference",
         f"gradient of {', '.join('%' + n for n in wrong)} differs from the "
         f"reference backward (max abs {worst_abs:.3g}, rel {worst_rel:.3g})",
@@ -204,7 +204,7 @@ def invariants(got: BackendResult) -> Verdict | None:
                 found.append(f"{kind} '{op.name}' has no use")
     if not found:
         return None
-    return Verdict("fail", "invariants", "; ".join(dict.fromkeys(found)))
+    return Verdict(Status.FAIL, "invariants", "; ".join(dict.fromkeys(found)))
 
 
 @dataclass
@@ -310,17 +310,17 @@ def finite_differences(
     step = STEP
     ok, err, rel = check(s.free)
     if ok is None:
-        return Verdict("invalid", "finite_differences", "a branch, trip count or kink flipped under perturbation")
+        return Verdict(Status.INVALID, "finite_differences", "a branch, trip count or kink flipped under perturbation")
     if not ok:  # a second opinion, where the program's curvature outgrew the step (below)
         again = check(s.free, STEP / RETRY)
         if again[0] is not None:
             step, (ok, err, rel) = STEP / RETRY, again
     if ok:  # the measured error still goes on record: the report plots its distribution
-        return Verdict("pass", "finite_differences", max_abs=err, max_rel=rel)
+        return Verdict(Status.PASS, "finite_differences", max_abs=err, max_rel=rel)
     names = _names(case)
     wrong = [names[k] for k in s.free if check([k], step)[0] is False]
     return Verdict(
-        "fail",
+        Status.FAIL,
         "finite_differences",
         f"directional derivative differs from finite differences "
         f"(abs {err:.3g}, rel {rel:.3g}); wrong: {', '.join('%' + n for n in wrong) or 'jointly'}",
@@ -340,7 +340,7 @@ def full_jacobian(case: Case, got: BackendResult, xp: Any = np, tol: Tolerance |
     positions = [case.wrt[k] for k in s.free]
     expect, valid = jacobian_vjp(s.program, s.inputs, positions, s.cotangents, s.held, base=s.base, xp=xp)
     if not valid:
-        return Verdict("invalid", "full_jacobian", "a branch, trip count or kink flipped under perturbation")
+        return Verdict(Status.INVALID, "full_jacobian", "a branch, trip count or kink flipped under perturbation")
     wrong, worst = [], 0.0
     for k, e in zip(s.free, expect):
         g = got.grads[k] if got.grads[k] is not None else np.zeros_like(e)
@@ -351,7 +351,7 @@ def full_jacobian(case: Case, got: BackendResult, xp: Any = np, tol: Tolerance |
     if not wrong:
         return None
     return Verdict(
-        "fail",
+        Status.FAIL,
         "full_jacobian",
         f"gradient of {', '.join('%' + n for n in wrong)} differs from the "
         f"finite-difference Jacobian (max abs {worst:.3g})",
@@ -429,7 +429,7 @@ def judge(
         first_known = first_known or v
         seen.update(_CONSEQUENCES.get(v.oracle, (aspect,)))
         named.update(v.inputs)
-    return first_known or Verdict("pass")
+    return first_known or Verdict(Status.PASS)
 
 
 def _fd(case: Case, got: BackendResult, seed: int, exhaustive: bool, xp: Any, tol: Tolerance | None) -> Verdict | None:

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .api import Status
+
 
 class ResultsFileError(Exception):
     pass
@@ -66,7 +68,7 @@ def unsupported_record(backend: Any, area: str, test: str, why: str, profile: st
         "profile": profile,
         "seed": seed,
         "time": time.time(),
-        "status": "unsupported",
+        "status": Status.UNSUPPORTED,
         "oracle": "capabilities",
         "message": why,
     }

@@ -17,13 +17,13 @@ import time
 from dataclasses import dataclass
 
 from ..generators.case import Case
-from .api import Backend, BackendResult, Unsupported
+from .api import Backend, BackendResult, Status, Unsupported
 from .wire import result_from_json
 
 
 @dataclass
 class Outcome:
-    status: str  # unsupported, error, crash, timeout
+    status: Status  # unsupported, error, crash, timeout
     message: str
     error_type: str = ""
 
@@ -47,9 +47,9 @@ class InProcess:
         try:
             return self.backend.run(case)
         except Unsupported as e:
-            return Outcome("unsupported", str(e))
+            return Outcome(Status.UNSUPPORTED, str(e))
         except Exception as e:
-            return Outcome("error", f"{type(e).__name__}: {e}", type(e).__name__)
+            return Outcome(Status.ERROR, f"{type(e).__name__}: {e}", type(e).__name__)
 
     def close(self) -> None:
         pass
@@ -129,7 +129,7 @@ class Isolated:
             outcome = self._run(case)
         if outcome is None:
             fresh = " (a fresh worker too)" if again else ""
-            return Outcome("crash", f"worker {_death(self.died)}{fresh}; its last lines: {self._log_tail()}")
+            return Outcome(Status.CRASH, f"worker {_death(self.died)}{fresh}; its last lines: {self._log_tail()}")
         return outcome
 
     def _run(self, case: Case) -> BackendResult | Outcome | None:
@@ -145,7 +145,7 @@ class Isolated:
             reply = self._read(self.timeout)
         if reply == "timeout":
             self._kill()
-            return Outcome("timeout", f"no answer within {self.timeout:g} s")
+            return Outcome(Status.TIMEOUT, f"no answer within {self.timeout:g} s")
         if reply == "crash":
             self.died = proc.wait()
             self.proc = None
@@ -155,10 +155,10 @@ class Isolated:
         if "ok" in reply:
             return result_from_json(reply["ok"])  # type: ignore[arg-type]
         if "unsupported" in reply:
-            return Outcome("unsupported", str(reply["unsupported"]))
+            return Outcome(Status.UNSUPPORTED, str(reply["unsupported"]))
         err = reply["error"]
         assert isinstance(err, dict)
-        return Outcome("error", f"{err['type']}: {err['message']}", str(err["type"]))
+        return Outcome(Status.ERROR, f"{err['type']}: {err['message']}", str(err["type"]))
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from .api import FAILING, STATUSES
+from .api import DEFECTIVE, STATUSES, Status
 from .results import ResultsFile, read_records
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
@@ -269,7 +269,7 @@ def print_summary(loaded: Any, known: dict[str, Any], out: IO[str] = sys.stdout)
     found = defects(loaded, known)
     for d in found:
         ex = d.example or {}
-        head = "KNOWN" if d.known else ("NEW " + d.status.upper() if d.status != "fail" else "NEW")
+        head = "KNOWN" if d.known else ("NEW " + d.status.upper() if d.status != Status.FAIL else "NEW")
         dtype = ex.get("dtype", "f64")
         print(f"\n{head} {d.backend}: {d.signature}  ({dtype}; {d.cases} case(s) in {len(d.tests)} test(s))", file=out)
         if d.known:
@@ -320,7 +320,7 @@ def confirm_unmet(
     try:
         for k in unmet:
             v = s.judge(AREAS[k.area], load_case(known_folder() / k.case))
-            rec = {"unmet": k.signature, "backend": s.name, "still_fails": v.status in (*FAILING, "known")}
+            rec = {"unmet": k.signature, "backend": s.name, "still_fails": v.status in DEFECTIVE}
             f.append(rec)
             loaded.unmet[(s.name, k.signature)] = rec
     finally:

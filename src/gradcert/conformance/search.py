@@ -39,7 +39,7 @@ from ..generators.choices import Chooser, Seeded, Simplest
 from ..generators.coverage import Pair, Tally, pairs
 from ..generators.features import Features
 from ..generators.second_order import second_order
-from .api import FAILING, Verdict
+from .api import DEFECTIVE, Status, Verdict
 from .areas import Area, tests
 from .defects import signature, unroled
 from .oracles import clear
@@ -47,7 +47,7 @@ from .session import CaseFailed, Session
 
 # not shrunk: answers that differ from run to run; a crash or hang (every step would cost a
 # worker's restart, or the timeout)
-_UNSHRUNK = ("nondeterministic", "crash", "timeout")
+_UNSHRUNK = (Status.NONDETERMINISTIC, Status.CRASH, Status.TIMEOUT)
 
 
 @dataclass
@@ -104,7 +104,7 @@ class Search:
         # shrinks away was the program's, not the defect's, and the cases of both roles are one defect
         settled: dict[str, tuple[Case, Verdict, bool, int, list[str]]] = {}
         for sig, f in found.items():
-            if f.verdict.status == "known":
+            if f.verdict.status == Status.KNOWN:
                 continue
             case, v, shrunk = f.case, f.verdict, False
             if self.shrink and f.choices is not None and f.verdict.status not in _UNSHRUNK:
@@ -119,7 +119,7 @@ class Search:
         reports = []
         for final, (case, v, shrunk, count, of) in settled.items():
             report = session.defect(test_id, area, final, case, v, count, shrunk, of)
-            if v.status != "known":  # (shrunk into a known defect: its cases are that defect's)
+            if v.status != Status.KNOWN:  # (shrunk into a known defect: its cases are that defect's)
                 reports.append(report)
         if reports:
             raise CaseFailed(f"{len(reports)} new defect(s)\n\n" + "\n\n".join(reports))
@@ -242,7 +242,7 @@ def database(spec: str) -> Any:
 
 
 def _group(found: dict[str, Found], area: Area, v: Verdict, case: Case | None, choices: list[int] | None) -> None:
-    if case is None or not v.kind or v.status not in (*FAILING, "known"):
+    if case is None or not v.kind or v.status not in DEFECTIVE:
         return
     sig = signature(area.name, v.oracle, v.kind)
     if sig in found:

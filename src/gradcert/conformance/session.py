@@ -12,7 +12,7 @@ import numpy as np
 
 from ..generators.case import Case
 from ..reference.interpreter import namespace
-from .api import FAILING, BackendResult, Verdict
+from .api import FAILING, BackendResult, Status, Verdict
 from .areas import Area
 from .backends import resolve
 from .defects import canonical, kind, known_defects, signature
@@ -104,7 +104,7 @@ class Session:
         old = self.done.get(key) or self.earlier.get(key)
         if old is not None and (key in self.done or old[0] not in FAILING):
             # judged already (a failure from an earlier run is judged again: it may be fixed)
-            verdict = Verdict(*old[:3])
+            verdict = Verdict(Status(old[0]), *old[1:3])
             verdict.kind = old[3]
         else:
             t0 = time.perf_counter()
@@ -133,11 +133,11 @@ class Session:
         v.kind = kind(v.status, v.oracle, v.message, v.actual, v.inputs, case)
         sig = signature(area.name, v.oracle, v.kind)
         if sig in self.known:
-            v.status = "known"
+            v.status = Status.KNOWN
             return v
         answers = [sig]
         # (a hang is not judged again: each time would cost the whole timeout)
-        for _ in range(0 if v.status == "timeout" else AGAIN if again is None else again):
+        for _ in range(0 if v.status == Status.TIMEOUT else AGAIN if again is None else again):
             w = self._judge(area, case)[0]
             answers.append(
                 signature(area.name, w.oracle, kind(w.status, w.oracle, w.message, w.actual, w.inputs, case))
@@ -146,7 +146,7 @@ class Session:
             )
         if len(set(answers)) > 1:
             v.message = f"answers differ when judged {len(answers)} times: {' / '.join(answers)}; first: {v.message}"
-            v.status, v.kind = "nondeterministic", "nondeterministic"
+            v.status, v.kind = Status.NONDETERMINISTIC, Status.NONDETERMINISTIC
         return v
 
     def _run(self, case: Case) -> BackendResult | Outcome:
@@ -162,7 +162,7 @@ class Session:
         if isinstance(got, Outcome):
             # the area's capabilities are the backend's (else its tests are skipped): a case it
             # cannot express is refused, a failure
-            status = "refused" if got.status == "unsupported" else got.status
+            status = Status.REFUSED if got.status == Status.UNSUPPORTED else got.status
             return Verdict(status, "backend", got.message), timings
         timings.update({f"backend.{k}": v for k, v in got.timings.items()})  # as the backend splits its time
         t = time.perf_counter()
@@ -176,7 +176,7 @@ class Session:
             if wide is not case and self.spec != "reference":
                 tol = float32_tolerance(self.reference.run(case), ref)
         except Exception as e:  # the reference's own backward failed: an error of gradcert's, never a pass
-            return Verdict("error", "reference", f"reference backward: {type(e).__name__}: {e}"), timings
+            return Verdict(Status.ERROR, "reference", f"reference backward: {type(e).__name__}: {e}"), timings
         timings["reference"] = time.perf_counter() - t
         t = time.perf_counter()
         verdict = judge(
@@ -189,9 +189,9 @@ class Session:
             known=partial(self._known, area, case),
             tol=tol,
         )
-        if verdict.status == "pass" and area.check == "linearity" and case.cotangents is not None:
+        if verdict.status == Status.PASS and area.check == "linearity" and case.cotangents is not None:
             linear = self._linearity(case, got, tol)
-            verdict = verdict if linear.status == "pass" else linear  # (a pass keeps the error measured)
+            verdict = verdict if linear.status == Status.PASS else linear  # (a pass keeps the error measured)
         timings["oracles"] = time.perf_counter() - t
         return verdict, timings
 
@@ -218,26 +218,26 @@ class Session:
         summed = BackendResult([None if a is None or b is None else a + b for a, b in zip(got.grads, second.grads)])
         v = compare_reference(case, both, summed, tol)
         if v is None:
-            return Verdict("pass")
+            return Verdict(Status.PASS)
         return replace(v, oracle="linearity", message="gradients are not linear in the cotangents: " + v.message)
 
     def _bad_request(self, case: Case) -> Verdict:
         """A cotangent of the wrong shape must raise a clear error: ValueError (as Paddle's grad does),
         or an error that names the shape (PyTorch's RuntimeError "Mismatch in shape")."""
         if case.cotangents is None:
-            return Verdict("pass")
+            return Verdict(Status.PASS)
         bad = [np.zeros((*u.shape, 2)) for u in case.cotangents]
         got = self._run(replace(case, cotangents=bad))
         if isinstance(got, Outcome):
             # a clear error: Paddle's ValueError, or any error whose message names the shape
-            if got.status == "error" and (got.error_type == "ValueError" or "shape" in got.message.lower()):
-                return Verdict("pass")
+            if got.status == Status.ERROR and (got.error_type == "ValueError" or "shape" in got.message.lower()):
+                return Verdict(Status.PASS)
             return Verdict(
-                {"error": "fail", "unsupported": "refused"}.get(got.status, got.status),
+                {Status.ERROR: Status.FAIL, Status.UNSUPPORTED: Status.REFUSED}.get(got.status, got.status),
                 "bad_request",
                 f"a cotangent of the wrong shape should raise a clear error, got {got.message}",
             )
-        return Verdict("fail", "bad_request", "a cotangent of the wrong shape was accepted")
+        return Verdict(Status.FAIL, "bad_request", "a cotangent of the wrong shape was accepted")
 
     # --- records -------------------------------------------------------------------------------
     def _record(
@@ -258,13 +258,13 @@ class Session:
         }
         if draw is not None:
             rec["draw"] = draw
-        if draw is not None and v.status == "pass":
+        if draw is not None and v.status == Status.PASS:
             rec["case_id"] = draw
         else:
             rec["case_id"], rec["case"] = case.id, case.to_text()
         if v.kind:
             rec["signature"] = sig = signature(area.name, v.oracle, v.kind)
-            if v.status == "known":
+            if v.status == Status.KNOWN:
                 rec["known_case"] = self.known[sig].case
         if draw is not None and v.kind:
             rec["replay"] = f"gradcert replay '{test_id}[{draw}]' --backend {self.spec}{self._on()}"

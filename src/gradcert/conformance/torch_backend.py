@@ -38,9 +38,8 @@ from ..reference.ops import OPS
 from ..reference.ops.structure import slice_index
 from ..reference.types import TensorType, is_differentiable
 from .api import BackendResult, Unsupported
-from .backends import framework_version
 from .contract import paths, to_contract
-from .lowering import VECTORS, Lower, Lowering, kernels, last_wins
+from .lowering import VECTORS, ArrayApiBackend, Lower, Lowering, kernels, last_wins
 
 TRIP_LIMIT = 10_000
 
@@ -191,28 +190,21 @@ def _refused_inplace(e: RuntimeError) -> bool:
     return "in-place operation" in text or "inplace operation" in text
 
 
-class TorchBackend:
+class TorchBackend(ArrayApiBackend):
     name = "torch"
-    capabilities = frozenset(
-        {"if", "while", "nesting", "inplace", "combine_split", "double_grad", "indexing", "along_axis", "float32"}
-    )
-    devices = ("cpu", "gpu")
-    table: dict[str, Lower] = TABLE  # a subclass may lower some ops otherwise (tests plant bugs so)
+    framework = "torch"
+    table = TABLE
 
-    def __init__(self) -> None:
-        self.version = framework_version("torch")  # (torch is imported at the first case)
-        self.device = "cpu"
+    def gpu(self) -> str:
+        """CUDA tensors: the inputs, the cotangents and every tensor a kernel makes (torch's
+        default device, set for the case)."""
+        torch = self.torch
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"PyTorch {torch.__version__} sees no CUDA device (torch.cuda.is_available() is False)")
+        return "cuda"
 
-    def use_device(self, device: str) -> None:
-        """Run on CUDA tensors for "gpu": the inputs, the cotangents and every tensor a kernel
-        makes (torch's default device, set for the case)."""
-        if device == "gpu":
-            torch = self.torch
-            if not torch.cuda.is_available():
-                raise RuntimeError(
-                    f"PyTorch {torch.__version__} sees no CUDA device (torch.cuda.is_available() is False)"
-                )
-            self.device = "cuda"
+    def placed(self) -> Any:
+        return self.torch.device(self.device)
 
     @functools.cached_property
     def torch(self) -> Any:
@@ -228,8 +220,7 @@ class TorchBackend:
 
     def run(self, case: Case) -> BackendResult:
         try:
-            with self.torch.device(self.device):
-                return self._run(case)
+            return super().run(case)
         except RuntimeError as e:
             if _refused_inplace(e):
                 raise Unsupported(f"PyTorch refuses an in-place op: {' '.join(str(e).split())[:300]}") from None

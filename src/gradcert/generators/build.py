@@ -37,6 +37,7 @@ from ..reference.builder import Builder, ProgramBuilder
 from ..reference.interpreter import Evaluation, Interpreter
 from ..reference.ir import Block, Operation, Value
 from ..reference.ops import OPS
+from ..reference.ops.base import broadcast_shapes
 from ..reference.types import FLOAT_DTYPES, TensorType, is_differentiable, xp_dtype
 from .case import Case, describe_program
 from .choices import Chooser
@@ -381,7 +382,7 @@ class Generator:
             a = self.adapt(s, a, dom[0])
         if dom and dom[1] is not None:
             b = self.adapt(s, b, dom[1])
-        out = _broadcast(a.type.shape, b.type.shape)  # type: ignore[union-attr]
+        out = broadcast_shapes(a.type.shape, b.type.shape)  # type: ignore[union-attr]
         if (
             "inplace" in self.on
             and a in s.local
@@ -781,12 +782,6 @@ def _magnitude(x: object) -> float:
 @functools.cache  # (a handful of shapes)
 def _broadcasts(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
     return all(x == y or 1 in (x, y) for x, y in zip(a[::-1], b[::-1]))
-
-
-def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
-    n = max(len(a), len(b))
-    a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
-    return tuple(max(x, y) for x, y in zip(a, b))
 
 
 def _gap(x: np.ndarray) -> float:

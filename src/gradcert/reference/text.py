@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from .builder import normalize_attrs
 from .ir import Block, Operation, Program, Value
 from .ops import TypeRuleError, lookup
 from .types import DTYPES, StackType, TensorType, Type, VectorType
+
+_T = TypeVar("_T")
 
 
 class ParseError(Exception):
@@ -212,17 +214,29 @@ class _Parser:
             raise self.fail(f"expected {what}, found '{self.tok.text or 'end of file'}'")
         return self.next()
 
+    def items(self, close: str, item: Callable[[], _T]) -> list[_T]:
+        """`item, item, ... close` (the opening bracket read already; a trailing comma allowed)."""
+        out: list[_T] = []
+        while not self.at(close):
+            out.append(item())
+            if not self.accept(","):
+                break
+        self.expect(close)
+        return out
+
+    def separated(self, item: Callable[[], _T]) -> list[_T]:
+        """`item, item, ...`: one or more, unbracketed."""
+        out = [item()]
+        while self.accept(","):
+            out.append(item())
+        return out
+
     # pieces
     def type(self) -> Type:
         t = self.kind("ident", "a type")
         if t.text in ("vec", "stack"):
             self.expect("<")
-            elems: list[Type] = []
-            while not self.at(">"):
-                elems.append(self.type())
-                if not self.accept(","):
-                    break
-            self.expect(">")
+            elems = self.items(">", self.type)
             if t.text == "stack":
                 return StackType(tuple(elems))
             if not all(isinstance(e, TensorType) for e in elems):
@@ -231,16 +245,13 @@ class _Parser:
         if t.text not in DTYPES:
             raise self.fail(f"unknown type '{t.text}'", t)
         self.expect("[")
-        dims = []
-        while not self.at("]"):
-            d = self.kind("number", "a dimension")
-            if not d.text.isdigit():
-                raise self.fail(f"bad dimension '{d.text}'", d)
-            dims.append(int(d.text))
-            if not self.accept(","):
-                break
-        self.expect("]")
-        return TensorType(tuple(dims), t.text)
+        return TensorType(tuple(self.items("]", self.dim)), t.text)
+
+    def dim(self) -> int:
+        d = self.kind("number", "a dimension")
+        if not d.text.isdigit():
+            raise self.fail(f"bad dimension '{d.text}'", d)
+        return int(d.text)
 
     def typed(self) -> tuple[Type, bool]:
         t = self.type()
@@ -264,13 +275,7 @@ class _Parser:
     def literal(self) -> Any:
         t = self.tok
         if self.accept("["):
-            items = []
-            while not self.at("]"):
-                items.append(self.literal())
-                if not self.accept(","):
-                    break
-            self.expect("]")
-            return items
+            return self.items("]", self.literal)
         if t.kind == "number":
             self.next()
             return float(t.text) if any(c in t.text for c in ".eEin") else int(t.text)
@@ -280,24 +285,24 @@ class _Parser:
         raise self.fail(f"expected an attribute value, found '{t.text or 'end of file'}'")
 
     def params(self) -> list[Value]:
-        out: list[Value] = []
         self.expect("(")
-        while not self.at(")"):
-            tok = self.kind("value", "a parameter")
-            self.expect(":")
-            out.append(self.define(tok, *self.typed()))
-            if not self.accept(","):
-                break
-        self.expect(")")
-        return out
+        return self.items(")", self.param)
+
+    def param(self) -> Value:
+        tok = self.kind("value", "a parameter")
+        self.expect(":")
+        return self.define(tok, *self.typed())
+
+    def attr(self) -> tuple[str, Any]:
+        k = self.kind("ident", "an attribute name")
+        self.expect("=")
+        return k.text, self.literal()
 
     def op(self, block: Block) -> None:
         first = self.tok
         result_toks: list[_Tok] = []
         if first.kind == "value":
-            result_toks.append(self.next())
-            while self.accept(","):
-                result_toks.append(self.kind("value", "a result"))
+            result_toks = self.separated(lambda: self.kind("value", "a result"))
             self.expect("=")
         name_tok = self.kind("ident", "an op name")
         try:
@@ -305,30 +310,17 @@ class _Parser:
         except TypeRuleError as e:
             raise self.fail(str(e), name_tok) from None
         self.expect("(")
-        operands = []
-        while not self.at(")"):
-            operands.append(self.use())
-            if not self.accept(","):
-                break
-        self.expect(")")
+        operands = self.items(")", self.use)
         attrs: dict[str, Any] = {}
         attr_tok = self.tok
         if self.accept("{") and not self.tok.kind == "label":
-            while not self.at("}"):
-                k = self.kind("ident", "an attribute name")
-                self.expect("=")
-                attrs[k.text] = self.literal()
-                if not self.accept(","):
-                    break
-            self.expect("}")
+            attrs = dict(self.items("}", self.attr))
         elif attr_tok.text == "{":
             self.i -= 1  # a region, not attributes
         types: list[tuple[Type, bool]] = []
         if result_toks:
             self.expect(":")
-            types.append(self.typed())
-            while self.accept(","):
-                types.append(self.typed())
+            types = self.separated(self.typed)
             if len(types) != len(result_toks):
                 raise self.fail(f"{len(result_toks)} result(s) but {len(types)} type(s)", first)
         blocks = self.regions() if self.at("{") else []
@@ -367,9 +359,7 @@ class _Parser:
             self.op(p.block)
         self.expect("return")
         if self.tok.kind == "value":
-            p.outputs.append(self.use())
-            while self.accept(","):
-                p.outputs.append(self.use())
+            p.outputs = self.separated(self.use)
         self.expect("}")
         if self.tok.kind != "eof":
             raise self.fail(f"unexpected '{self.tok.text}' after the program")

@@ -16,7 +16,7 @@ from jinja2 import BytecodeCache, Environment, FileSystemBytecodeCache, PackageL
 from jinja2.bccache import Bucket
 
 from .. import collector
-from ..conformance.api import FAILING, STATUSES
+from ..conformance.api import FAILING, STATUSES, Status
 from ..conformance.areas import AREAS
 from ..conformance.results import read_records
 from .summary import Comparison, Loaded, compare, defects, fixed, load, matrix, not_reproduced
@@ -123,7 +123,7 @@ def error_plot(records: list[dict[str, Any]], width: int = 640, height: int = 22
     """An inline SVG histogram of log10(relative error) of each judged gradient, per backend."""
     by: dict[str, list[float]] = {}
     for r in records:
-        if r.get("oracle") in ("finite_differences", "reference") and r["status"] in ("pass", "fail"):
+        if r.get("oracle") in ("finite_differences", "reference") and r["status"] in (Status.PASS, Status.FAIL):
             rel = float(r.get("max_rel") or 0.0)
             by.setdefault(r["backend"], []).append(math.log10(min(max(rel, 1e-18), 1.0)))
     if not by:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..conformance.api import FAILING, STATUSES
+from ..conformance.api import DEFECTIVE, FAILING, STATUSES, Status
 
 if TYPE_CHECKING:
     from ..generators.coverage import Tally
@@ -80,7 +80,7 @@ def settle(cases: list[dict[str, Any]], defects: list[dict[str, Any]]) -> list[d
         b, sig = r.get("backend", ""), str(r.get("signature"))
         into = settled.get((b, r.get("test_id", ""), sig)) or anywhere.get((b, sig))
         if into is not None and into["defect"] != r["signature"]:
-            status = "known" if into.get("status") == "known" else r["status"]
+            status = Status.KNOWN if into.get("status") == Status.KNOWN else r["status"]
             r = {**r, "signature": into["defect"], "status": status, "drawn_as": r["signature"]}
         out.append(r)
     return out
@@ -139,26 +139,26 @@ def defects(loaded: Loaded, known: dict[str, dict[str, Any]] | None = None) -> l
 
     for r in loaded.cases:
         sig = r.get("signature")
-        if sig and (r["status"] in FAILING or r["status"] == "known"):
+        if sig and r["status"] in DEFECTIVE:
             d = get(r, sig)
             d.cases += 1
             d.tests.add(r["test_id"])
-            if r["status"] == "nondeterministic":
-                d.status = "nondeterministic"
+            if r["status"] == Status.NONDETERMINISTIC:
+                d.status = Status.NONDETERMINISTIC
             if d.example is None or r.get("size", 0) < d.example.get("size", 0):
                 d.example = r
     for r in loaded.defects:
         d = get(r, r["defect"])
         if d.example is None or "defect" not in d.example or r.get("size", 0) < d.example.get("size", 0):
             d.example = r
-    return sorted(out.values(), key=lambda d: (not d.new, d.status != "nondeterministic", -d.cases, d.signature))
+    return sorted(out.values(), key=lambda d: (not d.new, d.status != Status.NONDETERMINISTIC, -d.cases, d.signature))
 
 
 def not_reproduced(loaded: Loaded, known: dict[str, dict[str, Any]]) -> list[Any]:
     """The known defects of areas this run judged that no case showed: fixed, or not drawn (the
     run's `unmet` records say which: each one's minimal case judged again)."""
-    met = {(r["backend"], r.get("signature")) for r in loaded.cases if r["status"] == "known"}
-    ran = {(r["backend"], r["area"]) for r in loaded.cases if r["status"] != "unsupported"}
+    met = {(r["backend"], r.get("signature")) for r in loaded.cases if r["status"] == Status.KNOWN}
+    ran = {(r["backend"], r["area"]) for r in loaded.cases if r["status"] != Status.UNSUPPORTED}
     return [
         k
         for backend, ks in known.items()
@@ -185,9 +185,11 @@ class Comparison:
 def compare(baseline: Loaded, now: Loaded) -> Comparison:
     """This run against an earlier one of the same draws (`certify --baseline`)."""
     before = {(r["test_id"], case_key(r)): r["status"] for r in baseline.cases}
-    bad = (*FAILING, "known")
+    bad = DEFECTIVE
     regressions = [
-        r for r in now.cases if r["status"] in bad and before.get((r["test_id"], case_key(r))) in ("pass", "invalid")
+        r
+        for r in now.cases
+        if r["status"] in bad and before.get((r["test_id"], case_key(r))) in (Status.PASS, Status.INVALID)
     ]
     was = {r["signature"] for r in baseline.cases if r.get("signature") and r["status"] in bad}
     was |= {r["defect"] for r in baseline.defects}
@@ -216,7 +218,7 @@ def summary(records: list[dict[str, Any]], loaded: Loaded | None = None) -> dict
             {
                 "signature": d.signature,
                 "backend": d.backend,
-                "status": "known" if d.known else d.status,
+                "status": Status.KNOWN if d.known else d.status,
                 "cases": d.cases,
                 "tests": sorted(d.tests),
                 "replay": (d.example or {}).get("replay"),

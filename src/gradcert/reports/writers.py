@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from ..conformance.api import Status
 from .summary import Loaded, summary
 
 
@@ -63,15 +64,15 @@ def write_junit(records: list[dict[str, Any]], out: str | Path) -> Path:
 
 # a status's element, as its place in a suite's counts: 1 <failure>, 2 <error>, 3 <skipped>
 _KINDS = {
-    "fail": 1,
-    "refused": 1,
-    "nondeterministic": 1,
-    "error": 2,
-    "crash": 2,
-    "timeout": 2,
-    "invalid": 3,
-    "unsupported": 3,
-    "known": 3,
+    Status.FAIL: 1,
+    Status.REFUSED: 1,
+    Status.NONDETERMINISTIC: 1,
+    Status.ERROR: 2,
+    Status.CRASH: 2,
+    Status.TIMEOUT: 2,
+    Status.INVALID: 3,
+    Status.UNSUPPORTED: 3,
+    Status.KNOWN: 3,
 }
 
 
