@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from gradcert.reference import ProgramBuilder, f64
-from gradcert.reference.backward import grad
+from gradcert.reference.autodiff.backward import grad
 from gradcert.reference.ir import Program
 
 UNARY = ["tanh", "sin", "cos", "exp", "sigmoid", "square", "neg", "abs"]
@@ -89,7 +89,7 @@ def paddle_grad(program: Program, inputs: list) -> float:  # type: ignore[type-a
     import paddle
     from paddle.autograd.ir_backward import grad as pd_grad
 
-    from gradcert.conformance.paddle_backend import TABLE, _PaddleLowering
+    from gradcert.backends.paddle import TABLE, _PaddleLowering
 
     main, startup = paddle.static.Program(), paddle.static.Program()
     with paddle.static.program_guard(main, startup):

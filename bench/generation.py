@@ -25,8 +25,8 @@ from gradcert.generators import Case, cases, describe, draw_case
 from gradcert.generators.coverage import REACHABLE, Tally, unreachable_pairs
 from gradcert.generators.features import ALL
 from gradcert.reference import run
-from gradcert.reference.gradients import compute
-from gradcert.reference.verifier import verify_all
+from gradcert.reference.autodiff.gradients import compute
+from gradcert.reference.ir.verifier import verify_all
 
 
 def hypothesis_rate(n: int) -> float:

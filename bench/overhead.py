@@ -54,10 +54,10 @@ from typing import Any
 
 import numpy as np
 
+from gradcert.backends.reference import ReferenceBackend
+from gradcert.backends.registry import resolve
 from gradcert.conformance.areas import AREAS
-from gradcert.conformance.backends import resolve
 from gradcert.conformance.oracles import _setup, normals
-from gradcert.conformance.reference_backend import ReferenceBackend
 from gradcert.conformance.search import draw, draw_and_check, recorded_text
 from gradcert.conformance.session import Session
 from gradcert.generators import Case, parse_case
@@ -85,7 +85,7 @@ def floor_backend(name: str) -> Callable[[Case], None]:
         ref = ReferenceBackend(listing=False)
         return lambda case: (ref.run(case), None)[1]
     if name == "paddle":
-        from gradcert.conformance.paddle_backend import PaddleBackend
+        from gradcert.backends.paddle import PaddleBackend
 
         pd = PaddleBackend(listing=False)
         return lambda case: (pd._execute(pd._build(case, with_grad=True)), None)[1]

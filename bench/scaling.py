@@ -61,8 +61,8 @@ def certify(backend: str, profile: str, areas: str, workers: int) -> tuple[float
 
 def certify_tests(name: str) -> list[tuple[str, Any, Any]]:
     """The certify tests the backend's capabilities allow: id, area, features (narrowed)."""
+    from gradcert.backends.registry import resolve
     from gradcert.conformance.areas import tests
-    from gradcert.conformance.backends import resolve
 
     caps = resolve(name).capabilities
     return [

@@ -30,14 +30,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from gradcert.backends.torch import TorchBackend
 from gradcert.conformance.areas import AREAS
 from gradcert.conformance.session import Session
-from gradcert.conformance.torch_backend import TorchBackend
 from gradcert.generators import Case, draw_case
 from gradcert.generators.features import FULL
 from gradcert.reference import interpreter
-from gradcert.reference.text import parse_program
-from gradcert.reference.types import TensorType, is_differentiable
+from gradcert.reference.ir.parser import parse_program
+from gradcert.reference.ir.types import TensorType, is_differentiable
 
 
 def torch_function(backend: TorchBackend, case: Case) -> tuple[Callable[..., Any], list[Any]]:

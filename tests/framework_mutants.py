@@ -13,7 +13,9 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from gradcert.conformance import jax_backend, paddle_backend, torch_backend
+from gradcert.backends import jax as jax_backend
+from gradcert.backends import paddle as paddle_backend
+from gradcert.backends import torch as torch_backend
 
 
 class _TanhOff(torch.autograd.Function):

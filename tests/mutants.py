@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from gradcert.backends.reference import ReferenceBackend
 from gradcert.conformance.api import BackendResult
-from gradcert.conformance.reference_backend import ReferenceBackend
 from gradcert.generators.case import Case
-from gradcert.reference import backward
-from gradcert.reference.builder import Builder
+from gradcert.reference.autodiff import backward
 from gradcert.reference.ir import clone
+from gradcert.reference.ir.builder import Builder
 from gradcert.reference.ops import OPS
 
 
@@ -295,7 +295,7 @@ class KnownAndNewInIfs(ZerosInIfs):
             return [ctx.neg(v) for v in out] if op.parent is not None and op.parent.label in ("then", "else") else out
 
         with ExitStack() as stack:
-            for name in [n for n, o in OPS.items() if o.family == "unary"]:
+            for name in [n for n, o in OPS.items() if o.drawing.family == "unary"]:
                 stack.enter_context(vjp_wrapped(name, wrap))
             yield
 
@@ -460,7 +460,7 @@ class InplaceInBranch(_NegatedWhere):
     """inplace x if: an in-place op's gradient is wrong inside an `if` branch."""
 
     name = "inplace-in-branch"
-    ops = tuple(n for n, d in OPS.items() if d.inplace_of is not None)
+    ops = tuple(n for n, d in OPS.items() if d.autodiff.inplace_of is not None)
 
     def where(self, op: Any) -> bool:
         return bool(_regions(op)) and _regions(op)[0] in ("then", "else")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:  # (annotations only: certify's own process and the report import no NumPy)
     import numpy as np
 
-    from ..generators.case import Case
+    from gradcert.generators.case import Case
 
 
 class Status(StrEnum):

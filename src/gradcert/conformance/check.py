@@ -15,13 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from ..generators.case import Case, load_case
-from ..reference.domains import safe_inputs
-from ..reference.ir import Program
-from ..reference.loader import load_program, parse_source
-from ..reference.types import TensorType, is_differentiable
-from .api import Verdict
-from .areas import Area
+from gradcert.conformance.api import Verdict
+from gradcert.conformance.areas import Area
+from gradcert.generators.case import Case, load_case
+from gradcert.reference.domains import safe_inputs
+from gradcert.reference.ir import Program
+from gradcert.reference.ir.loader import load_program, parse_source
+from gradcert.reference.ir.types import TensorType, is_differentiable
 
 CHECK = Area("check", "a program of one's own")
 SECOND = Area("check", "a program of one's own", order=2)
@@ -128,7 +128,7 @@ def check(
     """The verdict of every oracle on `program` (a Program or its text) differentiated by
     `backend`, on inputs drawn with `seed` (or `inputs`, by name); `device` "gpu" runs the backend
     and the oracles on a GPU."""
-    from .session import Session
+    from gradcert.conformance.session import Session
 
     p = parse_source(program) if isinstance(program, str) else program
     case = case_of(p, Request(wrt, outputs, cotangents, no_grad, order, inputs), seed)

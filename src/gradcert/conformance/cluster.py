@@ -40,11 +40,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import runs
-from .api import FAILING, Status
-from .defects import known_defects, signature
-from .fuzz import findings_index, finish
-from .results import ResultsFile, read_records, unsupported_record
+from gradcert.conformance import runs
+from gradcert.conformance.api import FAILING, Status
+from gradcert.conformance.defects import known_defects, signature
+from gradcert.conformance.fuzz import findings_index, finish
+from gradcert.conformance.results import ResultsFile, read_records, unsupported_record
 
 SLICE = 20.0  # the longest a shard draws for: what a dead worker or a killed driver costs again
 # a shard's verdicts go to the driver in batches of this many seconds' worth: one object each to
@@ -127,9 +127,9 @@ def _state(opts: Options) -> tuple[Any, Any, _Sink]:
     """The session (its backend, its isolated runner) and search of this worker process: made at
     its first shard, kept for every later one."""
     if opts not in _STATE:
-        from . import areas
-        from .search import Search
-        from .session import Session
+        from gradcert.conformance import areas
+        from gradcert.conformance.search import Search
+        from gradcert.conformance.session import Session
 
         # the driver saves each defect's case: a worker's session never does, and a folder made
         # here would outlive the worker (Ray ends its workers by a signal)
@@ -147,7 +147,7 @@ def _test(session: Any, test_id: str) -> tuple[Any, Any, str, Any]:
     """The area, narrowed features, key and strategy maker of a certification test."""
     from functools import partial
 
-    from .areas import _draw, spec
+    from gradcert.conformance.areas import _draw, spec
 
     area, features, key = spec(test_id)
     return area, features.narrow(session.capabilities), key, partial(_draw, features, area.order)
@@ -159,8 +159,8 @@ def judge_shard(
     """Judge test `test_id`'s seeded cases from number `start` on for `seconds` (`one`: only case
     `start`), the example database's cases for the test first where `replay`. Yields the verdict
     records in batches: (the number of the batch's last case, its records), -1 for the database's."""
-    from ..generators.coverage import Tally
-    from .search import database, draw_and_check
+    from gradcert.conformance.search import database, draw_and_check
+    from gradcert.generators.coverage import Tally
 
     session, search, sink = _state(opts)
     area, features, key, strategy = _test(session, test_id)
@@ -186,10 +186,10 @@ def judge_shard(
 def shrink_defect(opts: Options, record: dict[str, Any], count: int) -> dict[str, Any]:
     """The defect record of the failure `record` (a verdict record): its case shrunk once, as a
     certify run shrinks it, where the search drew it (a database's case is kept as it is)."""
-    from ..generators.case import parse_case
-    from ..generators.choices import Seeded, Simplest
-    from .defects import signature
-    from .search import _UNSHRUNK, Found, database, draw
+    from gradcert.conformance.defects import signature
+    from gradcert.conformance.search import _UNSHRUNK, Found, database, draw
+    from gradcert.generators.case import parse_case
+    from gradcert.generators.choices import Seeded, Simplest
 
     session, search, sink = _state(opts)
     area, features, key, strategy = _test(session, record["test_id"])
@@ -209,7 +209,7 @@ def shrink_defect(opts: Options, record: dict[str, Any], count: int) -> dict[str
             store = database(opts.db) if opts.db else None
             case, v, shrunk = search._shrink(session, area, key, strategy(), Found(v, case, choices, count), sig, store)
     else:  # (it did not fail so again: the night's own verdict and case stand)
-        from .api import Verdict
+        from gradcert.conformance.api import Verdict
 
         v = Verdict(**{f: record[f] for f in ("status", "oracle", "message", "kind") if f in record})
     final = signature(area.name, v.oracle, v.kind) if shrunk else sig  # (the shrink settles the role)
@@ -411,8 +411,8 @@ class Driver(Writer):
 
     def crash(self, test_id: str, r: int, k: int, e: Exception) -> dict[str, Any]:
         """The record of case `k` of shard (test_id, r), which killed two workers."""
-        from .areas import spec
-        from .search import redraw
+        from gradcert.conformance.areas import spec
+        from gradcert.conformance.search import redraw
 
         base = self.plan.base(test_id, r)
         drawn = "simplest" if k == 0 else f"seed:{(base << 24) + k:x}"
@@ -457,22 +457,22 @@ class Driver(Writer):
 
 
 def _name(spec: str) -> str:
-    from .backends import backend_name
+    from gradcert.backends.registry import backend_name
 
     return backend_name(spec)
 
 
 def _capabilities(spec: str) -> frozenset[str]:
-    from .backends import resolve
+    from gradcert.backends.registry import resolve
 
     return frozenset(resolve(spec).capabilities)
 
 
 def run(args: Any) -> int:
     """`gradcert fuzz --engine ray`: `args` as the CLI parses them."""
-    from .areas import AREAS, spec, tests
-    from .backends import resolve
-    from .search import database
+    from gradcert.backends.registry import resolve
+    from gradcert.conformance.areas import AREAS, spec, tests
+    from gradcert.conformance.search import database
 
     ray = _ray()
     areas = [a.strip() for a in args.areas.split(",") if a.strip()] if args.areas else list(AREAS)

@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from ..generators.case import Case
-from ..reference.backward import blocked_values
-from ..reference.gradients import first_order
-from ..reference.ir import Program, Value
-from ..reference.prune import reachable
+from gradcert.generators.case import Case
+from gradcert.reference.autodiff.backward import blocked_values
+from gradcert.reference.autodiff.gradients import first_order
+from gradcert.reference.autodiff.prune import reachable
+from gradcert.reference.ir import Program, Value
 
 T = TypeVar("T")
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .api import Status
+from gradcert.conformance.api import Status
 
 KNOWN = Path(__file__).parent / "known_failures"
 
@@ -96,7 +96,7 @@ def role(case: Any, names: list[str]) -> str:
     apart, and stays the same from one program showing a bug to the next. Only what the case's
     run executes counts: a loop that runs no trip passes its values through untouched, and a
     branch not taken reads nothing."""
-    from ..reference.ir import captures
+    from gradcert.reference.ir import captures
 
     program = case.program
     start = [v for v in program.inputs if v.name in names] or [program.inputs[i] for i in case.wrt]
@@ -129,7 +129,7 @@ def _executed(case: Any) -> set[Any] | None:
     """The blocks the case's forward run executes (a loop's where it runs a trip, a branch where it
     is taken): the generator's run where it kept one (`Case.evaluated`), else a run of the
     interpreter; None where that fails (then every block counts)."""
-    from ..reference.interpreter import Interpreter
+    from gradcert.reference.interpreter import Interpreter
 
     if case.evaluated is not None and case.evaluated.program is case.program:
         trace = case.evaluated.trace
@@ -255,7 +255,7 @@ def entries(records: Any, folder: Path, backend: str) -> str:
     out = []
     for sig, r in sorted(smallest.items()):
         oracle, area, kind_ = sig.split(" | ", 2)
-        from ..generators.case import parse_case
+        from gradcert.generators.case import parse_case
 
         case = parse_case(r["case"])
         rel = f"{backend}/{area}-{oracle}-{case.id}.case"

@@ -17,21 +17,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import runs
-from .areas import AREAS, PYTEST_ENV, command_line
-from .defects import known_defects
-from .results import read_records
+from gradcert.conformance import runs
+from gradcert.conformance.areas import AREAS, PYTEST_ENV, command_line
+from gradcert.conformance.defects import known_defects
+from gradcert.conformance.results import read_records
 
 TESTS_PER_AREA = 2
 
 
 def run(args: Any) -> int:
     if args.engine == "ray":
-        from . import cluster
+        from gradcert.conformance import cluster
 
         return cluster.run(args)
     if args.db.startswith(("redis://", "rediss://")):
-        from .search import database
+        from gradcert.conformance.search import database
 
         database(args.db)  # (unreachable: now, in one line)
     areas = [a.strip() for a in args.areas.split(",") if a.strip()] if args.areas else list(AREAS)
@@ -92,7 +92,7 @@ def finish(
 ) -> int:
     """The end of a night (its records from `offset` on): the summary, earlier nights' index of
     findings updated with the new defects, the report; the exit status."""
-    from ..reports.summary import load
+    from gradcert.reports.summary import load
 
     night = load(itertools.islice(read_records([results]), offset, None))
     found = runs.print_summary(night, known)
@@ -115,7 +115,7 @@ def finish(
         f"results: {results}; findings: {findings}"
     )
     if args.report:
-        from ..reports.html import write
+        from gradcert.reports.html import write
 
         print(f"report: {write([results], args.report)}")
     if night.incomplete:

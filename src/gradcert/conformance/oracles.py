@@ -47,12 +47,12 @@ from typing import Any
 
 import numpy as np
 
-from ..generators.case import Case
-from ..reference.finite_diff import STEP, Base, directional, held_values, jacobian_vjp, unperturbed
-from ..reference.gradients import first_order
-from ..reference.ir import Program
-from ..reference.types import TensorType, Type, VectorType, is_differentiable
-from .api import FAILING, BackendResult, Status, Verdict
+from gradcert.conformance.api import FAILING, BackendResult, Status, Verdict
+from gradcert.generators.case import Case
+from gradcert.reference.autodiff.gradients import first_order
+from gradcert.reference.finite_diff import STEP, Base, directional, held_values, jacobian_vjp, unperturbed
+from gradcert.reference.ir import Program
+from gradcert.reference.ir.types import TensorType, Type, VectorType, is_differentiable
 
 REF_RTOL, REF_ATOL = 1e-9, 1e-10
 FD_RTOL, FD_ATOL = 1e-6, 1e-8

@@ -54,7 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def gradcert_session(request: pytest.FixtureRequest) -> Any:
-    from .session import Session
+    from gradcert.conformance.session import Session
 
     c = request.config
     iso = c.getoption(ISOLATE)
@@ -81,7 +81,7 @@ def gradcert_session(request: pytest.FixtureRequest) -> Any:
 
 @pytest.fixture(scope="session")
 def gradcert_search(request: pytest.FixtureRequest) -> Any:
-    from .search import Search
+    from gradcert.conformance.search import Search
 
     c = request.config
     profile = c.getoption(PROFILE)
@@ -94,8 +94,8 @@ def gradcert_search(request: pytest.FixtureRequest) -> Any:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not any(getattr(getattr(i, "obj", None), "_gradcert_area", None) for i in items):
         return
-    from .backends import UnknownBackend, resolve
-    from .defects import KnownDefectsError, known_defects
+    from gradcert.backends.registry import UnknownBackend, resolve
+    from gradcert.conformance.defects import KnownDefectsError, known_defects
 
     spec = config.getoption(BACKEND)
     try:
@@ -103,7 +103,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         known_defects(backend.name)  # (a bad file: one line, before anything runs)
     except (UnknownBackend, KnownDefectsError) as e:
         raise pytest.UsageError(str(e)) from None
-    from . import areas
+    from gradcert.conformance import areas
 
     areas.CAPABILITIES = frozenset(backend.capabilities)
     controller = not hasattr(config, "workerinput")
@@ -115,7 +115,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         item.add_marker(pytest.mark.gradcert_area(area.name))
         _report_cases(item)
-        from .areas import test_id
+        from gradcert.conformance.areas import test_id
 
         rel = test_id(item)
         missing = area.needs - backend.capabilities
@@ -143,7 +143,7 @@ def _report_cases(item: pytest.Item) -> None:
     command) with hypothesis's notes, not as a traceback through gradcert, hypothesis and pytest.
     Hypothesis also makes this report for every failing example it meets while shrinking, and
     pytest's traceback of each would cost more than judging the example (bench/overhead.py)."""
-    from .session import CaseFailed
+    from gradcert.conformance.session import CaseFailed
 
     plain = item.repr_failure
 
@@ -161,7 +161,7 @@ def _record_unsupported(config: pytest.Config, backend: Any, area: str, test: st
     path = config.getoption(RESULTS)
     if not path:
         return
-    from .results import ResultsFile, unsupported_record
+    from gradcert.conformance.results import ResultsFile, unsupported_record
 
     rec = unsupported_record(backend, area, test, why, config.getoption(PROFILE), config.getoption(SEED))
     ResultsFile(path).append(rec)

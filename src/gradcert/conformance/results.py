@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .api import Status
+from gradcert.conformance.api import Status
 
 
 class ResultsFileError(Exception):

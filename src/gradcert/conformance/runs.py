@@ -23,8 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from .api import DEFECTIVE, STATUSES, Status
-from .results import ResultsFile, read_records
+from gradcert.conformance.api import DEFECTIVE, STATUSES, Status
+from gradcert.conformance.results import ResultsFile, read_records
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
 
@@ -254,7 +254,7 @@ def exit_for(signum: int | None) -> int:
 
 def print_summary(loaded: Any, known: dict[str, Any], out: IO[str] = sys.stdout) -> list[Any]:
     """The areas x statuses table, then one block per defect (new first); returns the defects."""
-    from ..reports.summary import defects, matrix, not_reproduced
+    from gradcert.reports.summary import defects, matrix, not_reproduced
 
     m = matrix(loaded.cases)
     shown = [s for s in STATUSES if any(c[s] for per in m.values() for c in per.values())]
@@ -281,7 +281,7 @@ def print_summary(loaded: Any, known: dict[str, Any], out: IO[str] = sys.stdout)
                 print("  " + program.replace("\n", "\n  "), file=out)
         if ex.get("replay"):
             print(f"  replay: {ex['replay']}", file=out)
-    from ..reports.summary import fixed
+    from gradcert.reports.summary import fixed
 
     backend = next(iter(known), "")
     unmet = not_reproduced(loaded, known)
@@ -306,11 +306,11 @@ def confirm_unmet(
     """Judge again the minimal case of each known defect that no case of the run showed, and
     record whether it still fails (then it was not drawn) or passes (fixed?), in the results file
     and in `loaded`."""
-    from ..generators.case import load_case
-    from ..reports.summary import not_reproduced
-    from .areas import AREAS
-    from .defects import known_folder
-    from .session import Session
+    from gradcert.conformance.areas import AREAS
+    from gradcert.conformance.defects import known_folder
+    from gradcert.conformance.session import Session
+    from gradcert.generators.case import load_case
+    from gradcert.reports.summary import not_reproduced
 
     unmet = not_reproduced(loaded, known)
     if not unmet:

@@ -32,18 +32,18 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .. import collector
-from ..generators.build import Generator
-from ..generators.case import Case
-from ..generators.choices import Chooser, Seeded, Simplest
-from ..generators.coverage import Pair, Tally, pairs
-from ..generators.features import Features
-from ..generators.second_order import second_order
-from .api import DEFECTIVE, Status, Verdict
-from .areas import Area, tests
-from .defects import signature, unroled
-from .oracles import clear
-from .session import CaseFailed, Session
+from gradcert.conformance.api import DEFECTIVE, Status, Verdict
+from gradcert.conformance.areas import Area, tests
+from gradcert.conformance.defects import signature, unroled
+from gradcert.conformance.oracles import clear
+from gradcert.conformance.session import CaseFailed, Session
+from gradcert.generators.build import Generator
+from gradcert.generators.case import Case
+from gradcert.generators.choices import Chooser, Seeded, Simplest
+from gradcert.generators.coverage import Pair, Tally, pairs
+from gradcert.generators.features import Features
+from gradcert.generators.second_order import second_order
+from gradcert.reference import collector
 
 # not shrunk: answers that differ from run to run; a crash or hang (every step would cost a
 # worker's restart, or the timeout)

@@ -10,20 +10,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..generators.case import Case
-from ..reference.interpreter import namespace
-from .api import FAILING, BackendResult, Status, Verdict
-from .areas import Area
-from .backends import resolve
-from .defects import canonical, kind, known_defects, signature
-from .oracles import Tolerance, float32_tolerance, judge, normals
-from .oracles import reference as compare_reference
-from .reference_backend import ReferenceBackend
-from .results import ResultsFile
-from .runner import InProcess, Isolated, Outcome
+from gradcert.backends.reference import ReferenceBackend
+from gradcert.backends.registry import resolve
+from gradcert.conformance.api import FAILING, BackendResult, Status, Verdict
+from gradcert.conformance.areas import Area
+from gradcert.conformance.defects import canonical, kind, known_defects, signature
+from gradcert.conformance.isolation.runner import InProcess, Isolated, Outcome
+from gradcert.conformance.oracles import Tolerance, float32_tolerance, judge, normals
+from gradcert.conformance.oracles import reference as compare_reference
+from gradcert.conformance.results import ResultsFile
+from gradcert.generators.case import Case
+from gradcert.reference.interpreter import namespace
 
 if TYPE_CHECKING:
-    from ..generators.coverage import Tally
+    from gradcert.generators.coverage import Tally
 
 Held = tuple[str, str, str, str]  # a verdict as a session holds it: status, oracle, message, kind
 AGAIN = 2  # a new failure is judged this many times more: answers that differ are nondeterministic

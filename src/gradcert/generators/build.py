@@ -33,15 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from ..reference.builder import Builder, ProgramBuilder
-from ..reference.interpreter import Evaluation, Interpreter
-from ..reference.ir import Block, Operation, Value
-from ..reference.ops import OPS
-from ..reference.ops.base import broadcast_shapes
-from ..reference.types import FLOAT_DTYPES, TensorType, is_differentiable, xp_dtype
-from .case import Case, describe_program
-from .choices import Chooser
-from .features import Features
+from gradcert.generators.case import Case, describe_program
+from gradcert.generators.choices import Chooser
+from gradcert.generators.features import Features
+from gradcert.reference.interpreter import Evaluation, Interpreter
+from gradcert.reference.ir import Block, Operation, Value
+from gradcert.reference.ir.builder import Builder, ProgramBuilder
+from gradcert.reference.ir.types import FLOAT_DTYPES, TensorType, is_differentiable, xp_dtype
+from gradcert.reference.ops import OPS
+from gradcert.reference.ops.base import broadcast_shapes
 
 BOUND = 6.0
 MARGIN = 0.05  # >> the finite-difference step (1e-3): no kink or branch flips under perturbation
@@ -56,9 +56,9 @@ UNARY = ["tanh", "sin", "cos", "exp", "sigmoid", "square", "neg", "scale", "log"
 # the draws of the areas that do not name it stay as they were.
 UNARY_MORE = ["erf", "gelu"]
 BINARY = ["add", "multiply", "subtract", "divide", "maximum", "minimum", "pow"]
-_UNARY_KINKS = [(n, OPS[n].kink) for n in UNARY]
-_UNARY_MORE_KINKS = [(n, OPS[n].kink) for n in UNARY + UNARY_MORE]
-_BINARY_KINKS = [(n, OPS[n].kink) for n in BINARY]
+_UNARY_KINKS = [(n, OPS[n].drawing.kink) for n in UNARY]
+_UNARY_MORE_KINKS = [(n, OPS[n].drawing.kink) for n in UNARY + UNARY_MORE]
+_BINARY_KINKS = [(n, OPS[n].drawing.kink) for n in BINARY]
 # a bound on |result| from bounds on the operands, for ops allowed in loop bodies
 BODY_BOUND: dict[str, Callable[[list[float], dict[str, Any]], float]] = {
     "tanh": lambda a, attrs: 1.0,
@@ -167,8 +167,8 @@ class Generator:
     def emit(self, s: _Scope, name: str, operands: Sequence[Value], **attrs: object) -> list[Value]:
         op = s.b.op(name, operands, attrs)
         d = OPS[name]
-        if d.inplace_of is not None:
-            consumed = operands[d.inplace_of]
+        if d.autodiff.inplace_of is not None:
+            consumed = operands[d.autodiff.inplace_of]
             s.drop(consumed)
         if s.concrete:
             self._evaluate(s, op)
@@ -185,7 +185,7 @@ class Generator:
         by (a value past BOUND goes through tanh), so that trips of products and sums stay tame."""
         a = [self.bound.get(v, 1.0) for v in op.operands]
         d = OPS[op.name]
-        rule = BODY_BOUND.get(d.base or op.name)
+        rule = BODY_BOUND.get(d.autodiff.base or op.name)
         if rule is not None:
             return rule(a, op.attrs)
         span = SPAN_BOUND.get(op.name)
@@ -207,8 +207,8 @@ class Generator:
         top = s.depth == 0
         self.it.recording = top
         d = OPS[op.name]
-        if top and d.inplace_of is not None:  # the consumed value's buffer is about to be overwritten
-            v = op.operands[d.inplace_of]
+        if top and d.autodiff.inplace_of is not None:  # the consumed value's buffer is about to be overwritten
+            v = op.operands[d.autodiff.inplace_of]
             self.values[v] = self.it.copy(self.values.get(v, self.it.env[v]))
         self.it.step(op)
         for r in op.results:
@@ -349,7 +349,7 @@ class Generator:
         if more and s.concrete:
             menu.append("clip")  # (bounds drawn off the values: its kinks keep MARGIN by construction)
         name = self.ch.choice(menu)
-        dom = OPS[name].domain[0] if OPS[name].domain else None
+        dom = OPS[name].drawing.domain[0] if OPS[name].drawing.domain else None
         if dom is not None:
             v = self.adapt(s, v, dom)
         attrs: dict[str, Any] = {}
@@ -377,7 +377,7 @@ class Generator:
         b = self.partner(s, a)
         menu = [n for n, kink in _BINARY_KINKS if kink is None or self.off_kink(s, kink, [a, b])]
         name = self.ch.choice(menu)
-        dom = OPS[name].domain
+        dom = OPS[name].drawing.domain
         if dom and dom[0] is not None:
             a = self.adapt(s, a, dom[0])
         if dom and dom[1] is not None:
@@ -405,7 +405,7 @@ class Generator:
             n = int(np.prod([t.shape[a] for a in axes or range(t.rank)]))
             menu += ["logsumexp"] + (["prod"] if n <= SPAN else [])
             for m in ("max", "min"):  # (keepdim does not move a tie)
-                if self.off_kink(s, OPS[m].kink, [v], axes=axes, keepdim=False):  # type: ignore[arg-type]
+                if self.off_kink(s, OPS[m].drawing.kink, [v], axes=axes, keepdim=False):  # type: ignore[arg-type]
                     menu.append(m)
             if t.rank and s.concrete:
                 menu.append("p_norm")
@@ -414,7 +414,7 @@ class Generator:
         if name == "p_norm":
             attrs = {"p": self.ch.choice([1.0, 2.0, float("inf")]), "axis": self.ch.integer(0, t.rank - 1)}
             attrs["keepdim"] = self.ch.flag(0.5)
-            if not self.off_kink(s, OPS[name].kink, [v], **attrs):  # type: ignore[arg-type]
+            if not self.off_kink(s, OPS[name].drawing.kink, [v], **attrs):  # type: ignore[arg-type]
                 name, attrs = "sum", {"axes": [attrs["axis"]], "keepdim": attrs["keepdim"]}
         elif name == "prod" and s.concrete and self.ch.flag(0.3):
             v = self.with_zeros(s, v)
@@ -447,7 +447,7 @@ class Generator:
         menu = ["softmax", "log_softmax", "cumsum"] + (["cumprod"] if n <= SPAN else [])
         k = self.ch.integer(1, n)
         topk = {"k": k, "axis": ax, "largest": self.ch.flag(0.5)}
-        if self.off_kink(s, OPS["topk"].kink, [v], **topk):  # type: ignore[arg-type]
+        if self.off_kink(s, OPS["topk"].drawing.kink, [v], **topk):  # type: ignore[arg-type]
             menu.append("topk")
         name = self.ch.choice(menu)
         if name == "topk":
@@ -804,7 +804,7 @@ def _cuts(x: np.ndarray) -> list[float]:
 def _span(op: Operation) -> int:
     """How many elements an op combines into one, or, for indexing, how many indices it has (each
     may repeat): SPAN_BOUND."""
-    if OPS[op.name].family == "index":
+    if OPS[op.name].drawing.family == "index":
         return op.operands[1].type.size  # type: ignore[union-attr,no-any-return]
     x = op.operands[0].type
     assert isinstance(x, TensorType)

@@ -12,14 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from ..reference.gradients import FirstOrder
-from ..reference.interpreter import Evaluation
-from ..reference.ir import Block, Program, Value
-from ..reference.loader import ProgramFileError, parse_source, read_source
-from ..reference.ops import OPS
-from ..reference.precision import precision, widen
-from ..reference.text import Namer, print_program
-from ..reference.types import is_differentiable
+from gradcert.reference.autodiff.gradients import FirstOrder
+from gradcert.reference.interpreter import Evaluation
+from gradcert.reference.ir import Block, Program, Value
+from gradcert.reference.ir.loader import ProgramFileError, parse_source, read_source
+from gradcert.reference.ir.printer import Namer, print_program
+from gradcert.reference.ir.types import is_differentiable
+from gradcert.reference.ops import OPS
+from gradcert.reference.precision import precision, widen
 
 FORMAT = "gradcert-case/1"
 
@@ -221,13 +221,13 @@ def describe_program(block: Block, inputs: Sequence[Value], outputs: Sequence[Va
     values = list(inputs)
     for op in block.walk():
         d = OPS[op.name]
-        if d.family in FAMILIES:
-            out.add(d.family)
+        if d.drawing.family in FAMILIES:
+            out.add(d.drawing.family)
         if op.name in ("if", "while"):
             out.add(op.name)
             if op.parent is not block:
                 out.add("nested")
-        if d.inplace_of is not None:
+        if d.autodiff.inplace_of is not None:
             out.add("inplace")
         values += op.results
     if any(v.stop_gradient for v in values):

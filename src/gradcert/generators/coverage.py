@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from ..reference.ir import Block, Operation, Value
-from ..reference.ops import OPS
-from ..reference.types import TensorType, is_differentiable
-from .case import Case
+from gradcert.generators.case import Case
+from gradcert.reference.ir import Block, Operation, Value
+from gradcert.reference.ir.types import TensorType, is_differentiable
+from gradcert.reference.ops import OPS
 
 Pair = tuple[str, str]
 
@@ -173,10 +173,10 @@ def _block(block: Block, depth: int, region: str, trips: str | None, flags: obje
             for b in op.blocks[-1:] if op.name == "while" else op.blocks:  # (a loop's condition only compares)
                 yield from _block(b, depth + 1, op.name, own, flags)
             continue
-        if d.family not in KINDS or not any(is_differentiable(r.type) for r in op.results):
+        if d.drawing.family not in KINDS or not any(is_differentiable(r.type) for r in op.results):
             continue  # (a loop counter's arithmetic, a split's tuple: no value a backward differentiates)
         tensors = [v for v in op.operands if isinstance(v.type, TensorType) and is_differentiable(v.type)]
-        cells = {f"op:{d.family}", ctx, *flags(op.results)}  # type: ignore[operator]
+        cells = {f"op:{d.drawing.family}", ctx, *flags(op.results)}  # type: ignore[operator]
         if tensors:
             cells |= _tensor(tensors[0])
         elif op.results:
@@ -184,9 +184,9 @@ def _block(block: Block, depth: int, region: str, trips: str | None, flags: obje
             cells |= _tensor(op.results[0]) if isinstance(first, TensorType) else set()
         if trips is not None:
             cells.add(f"trips:{trips}")
-        if d.inplace_of is not None:
+        if d.autodiff.inplace_of is not None:
             cells.add("inplace")
-        if d.family in _BROADCASTING and len({v.type.shape for v in tensors}) > 1:  # type: ignore[union-attr]
+        if d.drawing.family in _BROADCASTING and len({v.type.shape for v in tensors}) > 1:  # type: ignore[union-attr]
             cells.add("broadcast")
         if any(isinstance(v.owner, Operation) and v.owner.name == "split" for v in op.operands):
             cells.add("element")

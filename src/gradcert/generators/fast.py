@@ -4,10 +4,10 @@ byte for byte, in any process."""
 
 from __future__ import annotations
 
-from .build import Generator
-from .case import Case
-from .choices import Seeded
-from .features import FULL, Features
+from gradcert.generators.build import Generator
+from gradcert.generators.case import Case
+from gradcert.generators.choices import Seeded
+from gradcert.generators.features import FULL, Features
 
 
 def draw_case(seed: int, features: Features = FULL) -> Case:

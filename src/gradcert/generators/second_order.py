@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..reference.gradients import FirstOrder, first_order
-from ..reference.types import xp_dtype
-from .case import Case
-from .choices import Chooser
+from gradcert.generators.case import Case
+from gradcert.generators.choices import Chooser
+from gradcert.reference.autodiff.gradients import FirstOrder, first_order
+from gradcert.reference.ir.types import xp_dtype
 
 
 def second_order(case: Case, ch: Chooser) -> Case:

@@ -13,10 +13,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from .build import Generator
-from .case import Case
-from .choices import DrawAdapter, Drawn
-from .features import FULL, Features
+from gradcert.generators.build import Generator
+from gradcert.generators.case import Case
+from gradcert.generators.choices import DrawAdapter, Drawn
+from gradcert.generators.features import FULL, Features
 
 
 @st.composite

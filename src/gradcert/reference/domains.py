@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir import Program, Value
-from .ops import OPS
-from .types import TensorType
+from gradcert.reference.ir import Program, Value
+from gradcert.reference.ir.types import TensorType
+from gradcert.reference.ops import OPS
 
 DEFAULT = (-1.0, 1.0)
 
@@ -18,8 +18,8 @@ def input_range(program: Program, v: Value) -> tuple[float, float]:
     for op in program.walk():
         d = OPS[op.name]
         for i, x in enumerate(op.operands):
-            if x is v and i < len(d.domain) and d.domain[i] is not None:
-                a, b = d.domain[i]  # type: ignore[misc]
+            if x is v and i < len(d.drawing.domain) and d.drawing.domain[i] is not None:
+                a, b = d.drawing.domain[i]  # type: ignore[misc]
                 lo, hi = (max(lo, a), min(hi, b)) if narrowed else (a, b)
                 narrowed = True
     if lo >= hi:

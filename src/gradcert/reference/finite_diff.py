@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from .interpreter import Evaluation, Interpreter, to_numpy
-from .ir import Program, Value
+from gradcert.reference.interpreter import Evaluation, Interpreter, to_numpy
+from gradcert.reference.ir import Program, Value
 
 # h relative to the input scale: with Richardson the truncation error is ~h^4 |f^(5)| and the
 # rounding error ~eps |f| / h; h = 1e-3 puts both near 1e-12 for the O(1) values generators draw.

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from .ir import Block, Operation, Program, Value
-from .ops import OPS
-from .types import StackType, TensorType, VectorType, xp_dtype
+from gradcert.reference.ir import Block, Operation, Program, Value
+from gradcert.reference.ir.types import StackType, TensorType, VectorType, xp_dtype
+from gradcert.reference.ops import OPS
 
 
 class InterpreterError(Exception):
@@ -145,27 +145,27 @@ class Interpreter:
         env = self.env
         args = [env[v] for v in op.operands]
         try:
-            if d.run is not None:
-                out = d.run(self, op, args)
+            if d.execution.run is not None:
+                out = d.execution.run(self, op, args)
             else:
                 assert d.kernel is not None, op.name
-                if self.recording and d.kink is not None:
-                    side = to_numpy(self.xp.sign(d.kink(self.xp, *args, **op.attrs)))
+                if self.recording and d.drawing.kink is not None:
+                    side = to_numpy(self.xp.sign(d.drawing.kink(self.xp, *args, **op.attrs)))
                     self.trace.append((op, side.tobytes()))
                 out = d.kernel(self.xp, *args, **op.attrs)
-                if not d.multi and not isinstance(out, (tuple, list)):
+                if not d.execution.multi and not isinstance(out, (tuple, list)):
                     out = self.xp.asarray(out)  # NumPy reductions return scalars, not 0-d arrays
         except InterpreterError:
             raise
         except Exception as e:  # a kernel failing on valid input is our bug: say where
             raise InterpreterError(f"{type(e).__name__}: {e}", op) from e
-        if d.inplace_of is not None:
-            target = args[d.inplace_of]
+        if d.autodiff.inplace_of is not None:
+            target = args[d.autodiff.inplace_of]
             target[...] = out
             out = target
-        elif d.view:
-            out = self.copy(out) if not d.multi else tuple(self.copy(o) for o in out)
-        if d.multi:
+        elif d.execution.view:
+            out = self.copy(out) if not d.execution.multi else tuple(self.copy(o) for o in out)
+        if d.execution.multi:
             for r, x in zip(op.results, out):
                 env[r] = x
         else:

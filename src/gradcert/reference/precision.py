@@ -9,8 +9,8 @@ tolerances (`conformance.oracles.TOLERANCES`).
 
 from __future__ import annotations
 
-from .ir import Attrs, Program, Value, clone
-from .types import StackType, TensorType, Type, VectorType
+from gradcert.reference.ir import Attrs, Program, Value, clone
+from gradcert.reference.ir.types import StackType, TensorType, Type, VectorType
 
 
 def _wide(t: Type) -> Type:

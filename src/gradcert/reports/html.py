@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 from jinja2 import BytecodeCache, Environment, FileSystemBytecodeCache, PackageLoader, select_autoescape
 from jinja2.bccache import Bucket
 
-from .. import collector
-from ..conformance.api import FAILING, STATUSES, Status
-from ..conformance.areas import AREAS
-from ..conformance.results import read_records
-from .summary import Comparison, Loaded, compare, defects, fixed, load, matrix, not_reproduced
+from gradcert.conformance.api import FAILING, STATUSES, Status
+from gradcert.conformance.areas import AREAS
+from gradcert.conformance.results import read_records
+from gradcert.reference import collector
+from gradcert.reports.summary import Comparison, Loaded, compare, defects, fixed, load, matrix, not_reproduced
 
 if TYPE_CHECKING:
-    from ..generators.coverage import Tally
+    from gradcert.generators.coverage import Tally
 
 
 def render(
@@ -74,7 +74,7 @@ def _dtypes(records: list[dict[str, Any]], backend: str) -> str:
 
 def _known(m: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The known defects of each backend in the records (a file that cannot be read: none)."""
-    from ..conformance.defects import KnownDefectsError, known_defects
+    from gradcert.conformance.defects import KnownDefectsError, known_defects
 
     out = {}
     for b in m:
@@ -168,7 +168,7 @@ def coverage_grid(tally: Tally) -> str:
     """The coverage pairs as a triangle of squares, one per pair of cells: green as often as the
     run's cases hit it (darker: more), red where a reachable pair was never hit, grey where none
     can be (`coverage.UNREACHABLE`, its reason in the square's title)."""
-    from ..generators.coverage import CELLS, DIMENSIONS, REACHABLE, unreachable_pairs
+    from gradcert.generators.coverage import CELLS, DIMENSIONS, REACHABLE, unreachable_pairs
 
     never = unreachable_pairs()
     top = max(tally.pairs.values(), default=1)
@@ -207,7 +207,7 @@ def write(paths: list[str | Path], out: str | Path, baseline: str | Path | None 
 
 
 def _write(paths: list[str | Path], p: Path, baseline: str | Path | None) -> None:
-    from .writers import write_json, write_junit
+    from gradcert.reports.writers import write_json, write_junit
 
     # read once for all three (reading dominates a report's time); what the report does not need of a case
     # that passed is dropped as it is read (an hour's fuzzing is millions of cases)

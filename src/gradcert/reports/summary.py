@@ -11,10 +11,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..conformance.api import DEFECTIVE, FAILING, STATUSES, Status
+from gradcert.conformance.api import DEFECTIVE, FAILING, STATUSES, Status
 
 if TYPE_CHECKING:
-    from ..generators.coverage import Tally
+    from gradcert.generators.coverage import Tally
 
 
 @dataclass
@@ -52,7 +52,7 @@ def load(records: Iterable[dict[str, Any]]) -> Loaded:
         if "run" in r:
             runs.append(r)
         elif "coverage" in r:
-            from ..generators.coverage import Tally  # (the IR with it: only where a run recorded coverage)
+            from gradcert.generators.coverage import Tally  # (the IR with it: only where a run recorded coverage)
 
             coverage.setdefault(r.get("backend", ""), Tally()).merge(Tally.from_json(r))
         elif "unmet" in r:

@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..types import TensorType, Type
-from .base import OpDef, TypeRuleError, float_tensor, norm_axes, register
-from .structure import _axes, _red, _red_def, _reduce_infer, _reduced
+from gradcert.reference.ir import Operation
+from gradcert.reference.ir.types import TensorType, Type
+from gradcert.reference.ops.base import OpDef, TypeRuleError, float_tensor, norm_axes, register
+from gradcert.reference.ops.structure import _axes, _red, _red_def, _reduce_infer, _reduced
+from gradcert.reference.ops.vjp import ZERO, Cotangent, Incoming, VjpContext, Zero, value
 
 A = dict[str, Any]
 
@@ -35,19 +37,19 @@ def _same_along(types: Sequence[Type], a: A, blocks: Sequence[Any]) -> list[Type
     return [x]
 
 
-def _keep(ctx: Any, op: Any, v: Any) -> Any:
+def _keep(ctx: VjpContext, op: Operation, v: Any) -> Any:
     """A reduction's result (or its cotangent) reshaped to keep the reduced axes as 1s."""
-    _, keep = _reduced(op.operands[0].type, op.attrs["axes"], op.attrs["keepdim"])
-    return v if v.type.shape == keep else ctx.reshape(v, shape=list(keep))
+    _, keep = _reduced(op.operands[0].tensor, op.attrs["axes"], op.attrs["keepdim"])
+    return v if v.tensor.shape == keep else ctx.reshape(v, shape=list(keep))
 
 
-def _spread(ctx: Any, op: Any, g: Any) -> Any:
+def _spread(ctx: VjpContext, op: Operation, g: Any) -> Any:
     """A reduction's cotangent broadcast back over the reduced axes."""
-    return ctx.expand(_keep(ctx, op, g), shape=list(op.operands[0].type.shape))
+    return ctx.expand(_keep(ctx, op, g), shape=list(op.operands[0].tensor.shape))
 
 
-def _elements(ctx: Any, v: Any, axis: int) -> list[Any]:
-    return list(ctx.b.op("split", [ctx.unbind(v, axis=axis)]).results)
+def _elements(ctx: VjpContext, v: Any, axis: int) -> list[Any]:
+    return [value(c) for c in ctx.split_vector(ctx.unbind(v, axis=axis))]
 
 
 # --- the softmax family --------------------------------------------------------------------------
@@ -70,22 +72,24 @@ def _logsumexp(xp: Any, x: Any, axes: Sequence[int], keepdim: bool) -> Any:
     return out if keepdim else xp.reshape(out, tuple(d for i, d in enumerate(x.shape) if i not in ax))
 
 
-def _softmax_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+def _softmax_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
     # y (g - sum(g y))
-    y, g, ax = ctx.primal(op.results[0]), cts[0], op.attrs["axis"]
+    y, g, ax = ctx.primal(op.results[0]), value(cts[0]), op.attrs["axis"]
     return [ctx.multiply(y, ctx.subtract(g, ctx.sum(ctx.multiply(g, y), axes=[ax], keepdim=True)))]
 
 
-def _log_softmax_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+def _log_softmax_vjp(
+    ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]
+) -> list[Cotangent]:
     # g - softmax(x) sum(g), softmax(x) = exp(y)
-    y, g, ax = ctx.primal(op.results[0]), cts[0], op.attrs["axis"]
+    y, g, ax = ctx.primal(op.results[0]), value(cts[0]), op.attrs["axis"]
     return [ctx.subtract(g, ctx.multiply(ctx.exp(y), ctx.sum(g, axes=[ax], keepdim=True)))]
 
 
-def _logsumexp_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+def _logsumexp_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
     # g exp(x - out): the softmax over the reduced axes
     x, out = ctx.primal(op.operands[0]), ctx.primal(op.results[0])
-    return [ctx.multiply(_keep(ctx, op, cts[0]), ctx.exp(ctx.subtract(x, _keep(ctx, op, out))))]
+    return [ctx.multiply(_keep(ctx, op, value(cts[0])), ctx.exp(ctx.subtract(x, _keep(ctx, op, out))))]
 
 
 # --- scans ---------------------------------------------------------------------------------------
@@ -97,11 +101,11 @@ def _cumsum(xp: Any, x: Any, axis: int, reverse: bool) -> Any:
     return xp.cumulative_sum(x, axis=axis)
 
 
-def _cumprod_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+def _cumprod_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
     """d/dx_i of sum_j g_j prod_{k<=j} x_k = E_i R_i, E_i = prod_{k<i} x_k and
     R_i = g_i + x_{i+1} R_{i+1}: products of the other elements only, right where some are 0."""
-    ax = op.attrs["axis"] % op.operands[0].type.rank
-    xs, gs = _elements(ctx, ctx.primal(op.operands[0]), ax), _elements(ctx, cts[0], ax)
+    ax = op.attrs["axis"] % op.operands[0].tensor.rank
+    xs, gs = _elements(ctx, ctx.primal(op.operands[0]), ax), _elements(ctx, value(cts[0]), ax)
     n = len(xs)
     r = [gs[-1]] * n
     for i in range(n - 2, -1, -1):
@@ -136,30 +140,30 @@ def _extremum_kink(sign: float) -> Any:
 
 
 def _extremum_vjp(compare: str) -> Any:
-    def vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
-        x, t = ctx.primal(op.operands[0]), op.operands[0].type
-        chosen = ctx.cast(getattr(ctx, compare)(x, _keep(ctx, op, ctx.primal(op.results[0]))), dtype=t.dtype)
-        return [ctx.multiply(_spread(ctx, op, cts[0]), chosen)]
+    def vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
+        x, t = ctx.primal(op.operands[0]), op.operands[0].tensor
+        chosen = ctx.cast(ctx.emit(compare, x, _keep(ctx, op, ctx.primal(op.results[0]))), dtype=t.dtype)
+        return [ctx.multiply(_spread(ctx, op, value(cts[0])), chosen)]
 
     return vjp
 
 
-def _prod_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+def _prod_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
     """g times the product of the other elements of each group (prefix times suffix products):
     the reduced axes moved last and flattened, taken apart, and put back."""
-    t = op.operands[0].type
+    t = op.operands[0].tensor
     red = norm_axes(op.attrs["axes"], t.rank) if op.attrs["axes"] else tuple(range(t.rank))
     kept = [i for i in range(t.rank) if i not in red]
     n = TensorType(tuple(t.shape[i] for i in red)).size
     if n == 1:
-        return [_spread(ctx, op, cts[0])]
+        return [_spread(ctx, op, value(cts[0]))]
     perm = [*kept, *red]
     x = ctx.primal(op.operands[0])
     if perm != list(range(t.rank)):
         x = ctx.transpose(x, perm=perm)
     lead = [t.shape[i] for i in kept]
     xs = _elements(ctx, ctx.reshape(x, shape=[*lead, n]), len(lead))
-    g = ctx.reshape(cts[0], shape=lead)
+    g = ctx.reshape(value(cts[0]), shape=lead)
     before: list[Any] = [None] * n  # products of the elements before i (None: empty)
     after: list[Any] = [None] * n
     for i in range(1, n):
@@ -209,12 +213,12 @@ def _pairwise_kink(xp: Any, x: Any, k: int, axis: int, largest: bool) -> Any:
     return xp.where(off, d, xp.full_like(d, float("inf")))
 
 
-def _topk_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
-    if cts[0] is None:
-        return [None]
-    t = op.operands[0].type
+def _topk_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
+    if isinstance(cts[0], Zero):
+        return [ZERO]
+    t = op.operands[0].tensor
     where = ctx.primal(op.results[1])
-    return [ctx.put_along_axis(ctx.zeros(t), where, cts[0], axis=op.attrs["axis"], reduce="add")]
+    return [ctx.put_along_axis(ctx.zeros(t), where, value(cts[0]), axis=op.attrs["axis"], reduce="add")]
 
 
 # --- p_norm --------------------------------------------------------------------------------------
@@ -245,12 +249,12 @@ def _p_norm_kink(xp: Any, x: Any, p: float, axis: int, keepdim: bool) -> Any:
     return xp.concat([xp.reshape(_tie_distance(xp, xp.abs(x), (axis % x.ndim,)), (-1,)), xp.reshape(x, (-1,))])
 
 
-def _p_norm_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
-    t = op.operands[0].type
+def _p_norm_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
+    t = op.operands[0].tensor
     ax, p = op.attrs["axis"] % t.rank, op.attrs["p"]
     x, out = ctx.primal(op.operands[0]), ctx.primal(op.results[0])
     keep = [1 if i == ax else d for i, d in enumerate(t.shape)]
-    g = ctx.expand(ctx.reshape(cts[0], shape=keep), shape=list(t.shape))
+    g = ctx.expand(ctx.reshape(value(cts[0]), shape=keep), shape=list(t.shape))
     norm = ctx.reshape(out, shape=keep)
     if p == 2.0:  # x / |x|
         return [ctx.multiply(g, ctx.divide(x, norm))]
@@ -279,7 +283,9 @@ register(
         "cumsum",
         _same_along,
         _cumsum,
-        lambda ctx, op, cts, needed: [ctx.cumsum(cts[0], axis=op.attrs["axis"], reverse=not op.attrs["reverse"])],
+        lambda ctx, op, cts, needed: [
+            ctx.cumsum(value(cts[0]), axis=op.attrs["axis"], reverse=not op.attrs["reverse"])
+        ],
         attrs={"axis": "int", "reverse": "bool"},
         defaults={"reverse": False},
         family="along",

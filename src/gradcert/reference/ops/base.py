@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..types import TensorType, Type
+from gradcert.reference.ir.types import TensorType, Type
+from gradcert.reference.ops.vjp import Vjp as Vjp
 
 Kernel = Callable[..., Any]
-# vjp(ctx, op, cts, needed) -> one cotangent (or None) per operand, then per captured value.
-Vjp = Callable[..., Sequence[Any]]
 # infer(operand_types, attrs, blocks) -> result types; raises TypeRuleError.
 Infer = Callable[[Sequence[Type], dict[str, Any], Sequence[Any]], list[Type]]
 Interval = tuple[float, float]
@@ -21,40 +21,92 @@ class TypeRuleError(Exception):
 
 
 @dataclass(frozen=True)
-class OpDef:
-    name: str
-    infer: Infer
-    kernel: Kernel | None = None
-    vjp: Vjp | None = None
+class Signature:
+    """What the IR reads (the builder, parser and verifier): operands, attributes, nested blocks."""
+
     nargs: int | None = 1  # None: variadic
     attrs: dict[str, str] = field(default_factory=dict)  # name -> kind: int float bool ints dtype word
     defaults: dict[str, Any] = field(default_factory=dict)
+    regions: tuple[str, ...] = ()  # labels of nested blocks
+    # operand types -> the argument types of each nested block
+    block_args: Callable[[Sequence[Type]], list[list[Type]]] | None = None
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What the interpreter (and a lowering) reads, beside the kernel."""
+
+    run: Callable[..., Any] | None = None  # region/effect ops: run(interp, op, args) -> results
+    multi: bool = False  # the kernel returns a tuple, one entry per result
+    view: bool = False  # kernel may alias an operand's buffer: the interpreter copies
+    effects: bool = False  # has side effects: never dead, even with unused results
+    writes: tuple[int, ...] = ()  # operands whose state the op changes (stacks)
+
+
+@dataclass(frozen=True)
+class Differentiation:
+    """What the backward and its pruning read, beside the VJP rule."""
+
     differentiable: tuple[int, ...] | None = None  # operand positions with gradients; None: all
+    forward_only: bool = False  # never differentiated (comparisons, counters, stack queries)
     inplace_of: int | None = None  # operand whose buffer the result overwrites
     base: str | None = None  # for an in-place variant, its out-of-place op
-    forward_only: bool = False  # never differentiated (comparisons, counters, stack queries)
+    # "pack": result element i is operand i (combine); "unpack": result i is element i (split).
+    # Pruning follows vector elements one by one through these.
+    structural: str = ""
+    flow: Callable[..., list[bool]] | None = None  # region ops: reachability through blocks
+
+
+@dataclass(frozen=True)
+class Drawing:
+    """What the generators read."""
+
     domain: tuple[Interval | None, ...] = ()  # per operand: where the op is safe and smooth
     # xp, *args, **attrs -> signed distances to the non-smooth points near which the op is drawn
     # (a kink, a tie): its signs tell the smooth pieces apart, its least magnitude is the margin
     kink: Kernel | None = None
-    regions: tuple[str, ...] = ()  # labels of nested blocks
-    # operand types -> the argument types of each nested block
-    block_args: Callable[[Sequence[Type]], list[list[Type]]] | None = None
-    run: Callable[..., Any] | None = None  # region/effect ops: run(interp, op, args) -> results
-    flow: Callable[..., list[bool]] | None = None  # region ops: reachability through blocks
-    writes: tuple[int, ...] = ()  # operands whose state the op changes (stacks)
-    view: bool = False  # kernel may alias an operand's buffer: the interpreter copies
-    effects: bool = False  # has side effects: never dead, even with unused results
-    multi: bool = False  # the kernel returns a tuple, one entry per result
-    # "pack": result element i is operand i (combine); "unpack": result i is element i (split).
-    # Pruning follows vector elements one by one through these.
-    structural: str = ""
     family: str = ""
 
+
+@dataclass(frozen=True, init=False)
+class OpDef:
+    """One op: its type rule, kernel and VJP rule, and the rest grouped by the layer that reads it.
+    Written as one flat record (`OpDef(name, infer, kernel, vjp, nargs=2, domain=..., ...)`)."""
+
+    name: str
+    infer: Infer
+    kernel: Kernel | None
+    vjp: Vjp | None
+    signature: Signature
+    execution: Execution
+    autodiff: Differentiation
+    drawing: Drawing
+
+    def __init__(
+        self,
+        name: str,
+        infer: Infer,
+        kernel: Kernel | None = None,
+        vjp: Vjp | None = None,
+        **fields: Any,
+    ) -> None:
+        groups = {}
+        for group in (Signature, Execution, Differentiation, Drawing):
+            names = group.__dataclass_fields__
+            groups[group] = group(**{k: fields.pop(k) for k in list(fields) if k in names})
+        if fields:
+            raise TypeError(f"op {name!r}: unknown fields {sorted(fields)}")
+        for k, v in [("name", name), ("infer", infer), ("kernel", kernel), ("vjp", vjp)]:
+            object.__setattr__(self, k, v)
+        object.__setattr__(self, "signature", groups[Signature])
+        object.__setattr__(self, "execution", groups[Execution])
+        object.__setattr__(self, "autodiff", groups[Differentiation])
+        object.__setattr__(self, "drawing", groups[Drawing])
+
     def is_differentiable_operand(self, i: int) -> bool:
-        if self.forward_only:
+        if self.autodiff.forward_only:
             return False
-        return self.differentiable is None or i in self.differentiable
+        return self.autodiff.differentiable is None or i in self.autodiff.differentiable
 
 
 OPS: dict[str, OpDef] = {}
@@ -77,7 +129,7 @@ def register(*defs: OpDef) -> None:
         if d.name in OPS:
             raise ValueError(f"op {d.name!r} defined twice")
         OPS[d.name] = d
-        if d.inplace_of is not None:
+        if d.autodiff.inplace_of is not None:
             INPLACE.add(d.name)
 
 
@@ -97,7 +149,11 @@ def inplace_variant(base: OpDef, operand: int = 0) -> OpDef:
             raise TypeRuleError(f"in-place result {out} differs from the overwritten operand's type {types[operand]}")
         return [out]
 
-    return replace(base, name=base.name + "_", infer=infer, inplace_of=operand, base=base.name)
+    variant = copy.copy(base)
+    object.__setattr__(variant, "name", base.name + "_")
+    object.__setattr__(variant, "infer", infer)
+    object.__setattr__(variant, "autodiff", replace(base.autodiff, inplace_of=operand, base=base.name))
+    return variant
 
 
 def tensor(t: Type, what: str = "operand") -> TensorType:

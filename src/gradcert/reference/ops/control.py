@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..types import TensorType, Type, is_differentiable
-from .base import OpDef, TypeRuleError, register
+from gradcert.reference.ir import Block, Operation, Value
+from gradcert.reference.ir.types import TensorType, Type, is_differentiable
+from gradcert.reference.ops.base import OpDef, TypeRuleError, register
+from gradcert.reference.ops.vjp import ZERO, Cotangent, Incoming, VjpContext, Zero, built, contributions, value
 
 A = dict[str, Any]
 RunBlock = Callable[[Any, Sequence[bool]], list[bool]]
@@ -25,6 +27,17 @@ def _yield_types(block: Any, label: str) -> list[Type]:
     if term is None:
         raise TypeRuleError(f"block ^{label} does not end with yield")
     return [v.type for v in term.operands]
+
+
+def _yielded(block: Block) -> list[Value]:
+    term = block.terminator
+    assert term is not None  # (a verified program's blocks end with yield)
+    return term.operands
+
+
+def _made(stack: Value | None) -> Value:
+    assert stack is not None  # (a loop's backward block counts its trips on its stack)
+    return stack
 
 
 def _scalar_bool(t: Type, what: str) -> None:
@@ -57,23 +70,23 @@ def _if_flow(op: Any, mask: Sequence[bool], run_block: RunBlock) -> list[bool]:
     return [x or y for x, y in zip(a, b)]
 
 
-def _if_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+def _if_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
     # if(c) {then} {else}  ->  if(c) {then: pop; bwd(then); yield(ct caps)} {else: ...}
     caps = op.captures()
     wanted = [c for c, n in zip(caps, needed[1:]) if n]
     subs, gots = [], []
     for blk in op.blocks:
         sub = ctx.region(blk)
-        gots.append(sub.backprop(zip(blk.terminator.operands, cts), wanted))
+        gots.append(sub.backprop(zip(_yielded(blk), map(contributions, cts)), wanted))
         subs.append(sub)
-    keep = [i for i in range(len(wanted)) if any(g[i] is not None for g in gots)]
+    keep = [i for i in range(len(wanted)) if any(not isinstance(g[i], Zero) for g in gots)]
     if not keep and not any(sub.has_effects() for sub in subs):  # (second order pushes are effects)
-        return [None] * (1 + len(caps))
+        return [ZERO] * (1 + len(caps))
     for sub, got in zip(subs, gots):
-        sub.finish([got[i] if got[i] is not None else sub.zeros(wanted[i].type) for i in keep])
+        sub.finish([built(sub, got[i], wanted[i].type) for i in keep])
     results = ctx.emit_region("if", [ctx.primal(op.operands[0])], [s.block for s in subs])
     by_cap = {wanted[i]: r for i, r in zip(keep, results)}
-    return [None, *(by_cap.get(c) for c in caps)]
+    return [ZERO, *(by_cap.get(c, ZERO) for c in caps)]
 
 
 # --- while ---------------------------------------------------------------------------------------
@@ -115,18 +128,18 @@ def _while_flow(op: Any, mask: Sequence[bool], run_block: RunBlock) -> list[bool
         m = new
 
 
-def _carried(ctx: Any, op: Any, cts: Sequence[Any]) -> list[int]:
+def _carried(ctx: VjpContext, op: Operation, cts: Sequence[Any]) -> list[int]:
     """Loop-carried positions whose cotangent can be nonzero on some trip (a fixpoint). Cotangents
     enter a trip through the yields and, under second order, through the body's pushes."""
     body = op.blocks[1]
     live = [j for j, a in enumerate(body.args) if is_differentiable(a.type) and ctx.reachable(a)]
-    term = body.terminator
+    yielded = _yielded(body)
     sinks = ctx.effect_sinks(body)
     deps, on = {}, set()
     for j in live:
         reached = ctx.depends(body, [body.args[j]])
-        deps[j] = [v in reached for v in term.operands]
-        if cts[j] or any(v in reached for v in sinks):
+        deps[j] = [v in reached for v in yielded]
+        if contributions(cts[j]) or any(v in reached for v in sinks):
             on.add(j)
     grew = True
     while grew:
@@ -138,7 +151,7 @@ def _carried(ctx: Any, op: Any, cts: Sequence[Any]) -> list[int]:
     return sorted(on)
 
 
-def _while_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+def _while_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
     # while(x) {cond(a)} {body(a): yield(b)}  ->  the same number of trips, newest first:
     #   while(g, acc) {cond(g, acc): has_elements(stack)}
     #                 {body(g, acc): pop; bwd(body); yield(ct a, acc + ct caps)}
@@ -151,25 +164,27 @@ def _while_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) ->
     sub = ctx.region(body)
     gs = [sub.add_arg(op.results[j].type) for j in carried]
     got = sub.backprop(
-        [(body.terminator.operands[j], [g]) for j, g in zip(carried, gs)],
+        [(_yielded(body)[j], [g]) for j, g in zip(carried, gs)],
         [body.args[j] for j in carried] + wanted,
     )
     got_args, got_caps = got[: len(carried)], got[len(carried) :]
-    kept = [k for k, g in enumerate(got_caps) if g is not None]
+    kept = [k for k, g in enumerate(got_caps) if not isinstance(g, Zero)]
     if not carried and not kept and not sub.has_effects():
-        return [None] * (n + len(caps))
+        return [ZERO] * (n + len(caps))
     accs = [sub.add_arg(wanted[k].type) for k in kept]
     stack = sub.finish(
-        [g if g is not None else sub.zeros(op.results[j].type) for j, g in zip(carried, got_args)]
-        + [sub.add(acc, got_caps[k]) for acc, k in zip(accs, kept)],
+        [built(sub, g, op.results[j].type) for j, g in zip(carried, got_args)]
+        + [sub.add(acc, value(got_caps[k])) for acc, k in zip(accs, kept)],
         count_trips=True,
     )
-    cond = ctx.new_block("cond", [v.type for v in sub.block.args], lambda b, *args: [b.has_elements(ctx.primal(stack))])
-    totals = [ctx.total(cts[j]) for j in carried]
-    inits = [t if t is not None else ctx.zeros(op.results[j].type) for j, t in zip(carried, totals)]
+    cond = ctx.new_block(
+        "cond", [v.type for v in sub.block.args], lambda b, *args: [b.has_elements(ctx.primal(_made(stack)))]
+    )
+    totals = [ctx.total(contributions(cts[j])) for j in carried]
+    inits = [built(ctx, t, op.results[j].type) for j, t in zip(carried, totals)]
     inits += [ctx.zeros(wanted[k].type) for k in kept]
     results = ctx.emit_region("while", inits, [cond, sub.block])
-    out: list[Any] = [None] * (n + len(caps))
+    out: list[Cotangent] = [ZERO] * (n + len(caps))
     for j, r in zip(carried, results):
         out[j] = r
     for k, r in zip(kept, results[len(carried) :]):

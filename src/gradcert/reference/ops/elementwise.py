@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 import scipy.special  # type: ignore[import-untyped]
 
-from ..types import TensorType, Type
-from .base import (
+from gradcert.reference.ir import Operation
+from gradcert.reference.ir.types import TensorType, Type
+from gradcert.reference.ops.base import (
     Interval,
     Kernel,
     OpDef,
@@ -27,6 +28,7 @@ from .base import (
     register,
     tensor,
 )
+from gradcert.reference.ops.vjp import ZERO, Cotangent, Incoming, VjpContext, value
 
 
 def _same_float(types: Sequence[Type], attrs: dict[str, Any], blocks: Sequence[Any]) -> list[Type]:
@@ -88,11 +90,11 @@ def binary(
 # Each VJP maps the result's cotangent g to the operand's; `y` is the result, `x` the operand.
 
 
-def _x(ctx: Any, op: Any) -> Any:
+def _x(ctx: VjpContext, op: Operation) -> Any:
     return ctx.primal(op.operands[0])
 
 
-def _y(ctx: Any, op: Any) -> Any:
+def _y(ctx: VjpContext, op: Operation) -> Any:
     return ctx.primal(op.results[0])
 
 
@@ -107,45 +109,54 @@ def _relu(xp: Any, x: Any) -> Any:
 unary(
     "tanh",
     lambda xp, x: xp.tanh(x),
-    lambda ctx, op, cts, needed: [ctx.multiply(cts[0], ctx.scale(ctx.square(_y(ctx, op)), scale=-1.0, bias=1.0))],
+    lambda ctx, op, cts, needed: [
+        ctx.multiply(value(cts[0]), ctx.scale(ctx.square(_y(ctx, op)), scale=-1.0, bias=1.0))
+    ],
     inplace=True,
 )
 unary(
     "sin",
     lambda xp, x: xp.sin(x),
-    lambda ctx, op, cts, needed: [ctx.multiply(cts[0], ctx.cos(_x(ctx, op)))],
+    lambda ctx, op, cts, needed: [ctx.multiply(value(cts[0]), ctx.cos(_x(ctx, op)))],
     inplace=True,
 )
 unary(
-    "cos", lambda xp, x: xp.cos(x), lambda ctx, op, cts, needed: [ctx.multiply(cts[0], ctx.neg(ctx.sin(_x(ctx, op))))]
+    "cos",
+    lambda xp, x: xp.cos(x),
+    lambda ctx, op, cts, needed: [ctx.multiply(value(cts[0]), ctx.neg(ctx.sin(_x(ctx, op))))],
 )
 unary(
     "exp",
     lambda xp, x: xp.exp(x),
-    lambda ctx, op, cts, needed: [ctx.multiply(cts[0], _y(ctx, op))],
+    lambda ctx, op, cts, needed: [ctx.multiply(value(cts[0]), _y(ctx, op))],
     domain=(-3.0, 3.0),
     inplace=True,
 )
-unary("log", lambda xp, x: xp.log(x), lambda ctx, op, cts, needed: [ctx.divide(cts[0], _x(ctx, op))], domain=(0.3, 3.0))
+unary(
+    "log",
+    lambda xp, x: xp.log(x),
+    lambda ctx, op, cts, needed: [ctx.divide(value(cts[0]), _x(ctx, op))],
+    domain=(0.3, 3.0),
+)
 unary(
     "sigmoid",
     _sigmoid,
     lambda ctx, op, cts, needed: [
-        ctx.multiply(cts[0], ctx.multiply(_y(ctx, op), ctx.scale(_y(ctx, op), scale=-1.0, bias=1.0)))
+        ctx.multiply(value(cts[0]), ctx.multiply(_y(ctx, op), ctx.scale(_y(ctx, op), scale=-1.0, bias=1.0)))
     ],
     inplace=True,
 )
 unary(
     "relu",
     _relu,
-    lambda ctx, op, cts, needed: [ctx.multiply(cts[0], ctx.sign(_y(ctx, op)))],
+    lambda ctx, op, cts, needed: [ctx.multiply(value(cts[0]), ctx.sign(_y(ctx, op)))],
     kink=at_zero,
     inplace=True,
 )
 unary(
     "abs",
     lambda xp, x: xp.abs(x),
-    lambda ctx, op, cts, needed: [ctx.multiply(cts[0], ctx.sign(_x(ctx, op)))],
+    lambda ctx, op, cts, needed: [ctx.multiply(value(cts[0]), ctx.sign(_x(ctx, op)))],
     kink=at_zero,
     inplace=True,
 )
@@ -154,26 +165,26 @@ register(OpDef("sign", _same_float, lambda xp, x: xp.sign(x), None, differentiab
 unary(
     "sqrt",
     lambda xp, x: xp.sqrt(x),
-    lambda ctx, op, cts, needed: [ctx.divide(cts[0], ctx.scale(_y(ctx, op), scale=2.0, bias=0.0))],
+    lambda ctx, op, cts, needed: [ctx.divide(value(cts[0]), ctx.scale(_y(ctx, op), scale=2.0, bias=0.0))],
     domain=(0.3, 3.0),
 )
 unary(
     "square",
     lambda xp, x: x * x,
-    lambda ctx, op, cts, needed: [ctx.multiply(cts[0], ctx.scale(_x(ctx, op), scale=2.0, bias=0.0))],
+    lambda ctx, op, cts, needed: [ctx.multiply(value(cts[0]), ctx.scale(_x(ctx, op), scale=2.0, bias=0.0))],
     inplace=True,
 )
-unary("neg", lambda xp, x: -x, lambda ctx, op, cts, needed: [ctx.neg(cts[0])], inplace=True)
+unary("neg", lambda xp, x: -x, lambda ctx, op, cts, needed: [ctx.neg(value(cts[0]))], inplace=True)
 unary(
     "reciprocal",
     lambda xp, x: 1.0 / x,
-    lambda ctx, op, cts, needed: [ctx.neg(ctx.multiply(cts[0], ctx.square(_y(ctx, op))))],
+    lambda ctx, op, cts, needed: [ctx.neg(ctx.multiply(value(cts[0]), ctx.square(_y(ctx, op))))],
     domain=(0.3, 3.0),
 )
 unary(
     "scale",
     lambda xp, x, scale, bias: x * scale + bias,
-    lambda ctx, op, cts, needed: [ctx.scale(cts[0], scale=op.attrs["scale"], bias=0.0)],
+    lambda ctx, op, cts, needed: [ctx.scale(value(cts[0]), scale=op.attrs["scale"], bias=0.0)],
     attrs={"scale": "float", "bias": "float"},
     defaults={"scale": 1.0, "bias": 0.0},
     inplace=True,
@@ -184,32 +195,32 @@ unary(
 # Broadcasting is undone by one shared helper, ctx.unbroadcast(ct, operand).
 
 
-def _both(ctx: Any, op: Any, needed: Sequence[bool], ga: Any, gb: Any) -> list[Any]:
+def _both(ctx: VjpContext, op: Operation, needed: Sequence[bool], ga: Any, gb: Any) -> list[Any]:
     a, b = op.operands
     return [
-        ctx.unbroadcast(ga(), a) if needed[0] else None,
-        ctx.unbroadcast(gb(), b) if needed[1] else None,
+        ctx.unbroadcast(ga(), a) if needed[0] else ZERO,
+        ctx.unbroadcast(gb(), b) if needed[1] else ZERO,
     ]
 
 
-def _a(ctx: Any, op: Any) -> Any:
+def _a(ctx: VjpContext, op: Operation) -> Any:
     return ctx.primal(op.operands[0])
 
 
-def _b(ctx: Any, op: Any) -> Any:
+def _b(ctx: VjpContext, op: Operation) -> Any:
     return ctx.primal(op.operands[1])
 
 
-def _mask(ctx: Any, op: Any, compare: str) -> Any:
+def _mask(ctx: VjpContext, op: Operation, compare: str) -> Any:
     """1.0 where the first operand wins, else 0.0 (ties are kinks, kept away by generators)."""
-    t = op.results[0].type
-    cond = getattr(ctx, compare)(_a(ctx, op), _b(ctx, op))
+    t = op.results[0].tensor
+    cond = ctx.emit(compare, _a(ctx, op), _b(ctx, op))
     return ctx.cast(cond, dtype=t.dtype)
 
 
 def _extremum_vjp(compare: str) -> Vjp:
-    def vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
-        g = cts[0]
+    def vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
+        g = value(cts[0])
         ga = ctx.multiply(g, _mask(ctx, op, compare))
         return _both(ctx, op, needed, lambda: ga, lambda: ctx.subtract(g, ga))
 
@@ -219,14 +230,14 @@ def _extremum_vjp(compare: str) -> Vjp:
 binary(
     "add",
     lambda xp, a, b: a + b,
-    lambda ctx, op, cts, needed: _both(ctx, op, needed, lambda: cts[0], lambda: cts[0]),
+    lambda ctx, op, cts, needed: _both(ctx, op, needed, lambda: value(cts[0]), lambda: value(cts[0])),
     numeric=True,
     inplace=True,
 )
 binary(
     "subtract",
     lambda xp, a, b: a - b,
-    lambda ctx, op, cts, needed: _both(ctx, op, needed, lambda: cts[0], lambda: ctx.neg(cts[0])),
+    lambda ctx, op, cts, needed: _both(ctx, op, needed, lambda: value(cts[0]), lambda: ctx.neg(value(cts[0]))),
     numeric=True,
     inplace=True,
 )
@@ -234,7 +245,11 @@ binary(
     "multiply",
     lambda xp, a, b: a * b,
     lambda ctx, op, cts, needed: _both(
-        ctx, op, needed, lambda: ctx.multiply(cts[0], _b(ctx, op)), lambda: ctx.multiply(cts[0], _a(ctx, op))
+        ctx,
+        op,
+        needed,
+        lambda: ctx.multiply(value(cts[0]), _b(ctx, op)),
+        lambda: ctx.multiply(value(cts[0]), _a(ctx, op)),
     ),
     numeric=True,
     inplace=True,
@@ -246,8 +261,8 @@ binary(
         ctx,
         op,
         needed,
-        lambda: ctx.divide(cts[0], _b(ctx, op)),
-        lambda: ctx.neg(ctx.divide(ctx.multiply(cts[0], ctx.primal(op.results[0])), _b(ctx, op))),
+        lambda: ctx.divide(value(cts[0]), _b(ctx, op)),
+        lambda: ctx.neg(ctx.divide(ctx.multiply(value(cts[0]), ctx.primal(op.results[0])), _b(ctx, op))),
     ),
     domain=(None, (0.3, 3.0)),
     inplace=True,
@@ -274,8 +289,10 @@ binary(
         op,
         needed,
         # d/da a^b = b a^b / a ;  d/db a^b = a^b log a
-        lambda: ctx.multiply(cts[0], ctx.divide(ctx.multiply(_b(ctx, op), ctx.primal(op.results[0])), _a(ctx, op))),
-        lambda: ctx.multiply(cts[0], ctx.multiply(ctx.primal(op.results[0]), ctx.log(_a(ctx, op)))),
+        lambda: ctx.multiply(
+            value(cts[0]), ctx.divide(ctx.multiply(_b(ctx, op), ctx.primal(op.results[0])), _a(ctx, op))
+        ),
+        lambda: ctx.multiply(value(cts[0]), ctx.multiply(ctx.primal(op.results[0]), ctx.log(_a(ctx, op)))),
     ),
     domain=((0.3, 2.5), (-2.0, 2.0)),
 )
@@ -307,9 +324,9 @@ def erf(xp: Any, x: Any) -> Any:
     return _TWO_OVER_SQRT_PI * xp.exp(-x2) * total
 
 
-def _erf_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+def _erf_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
     density = ctx.scale(ctx.exp(ctx.neg(ctx.square(_x(ctx, op)))), scale=_TWO_OVER_SQRT_PI, bias=0.0)
-    return [ctx.multiply(cts[0], density)]
+    return [ctx.multiply(value(cts[0]), density)]
 
 
 def _gelu(xp: Any, x: Any, approximate: bool) -> Any:
@@ -318,7 +335,7 @@ def _gelu(xp: Any, x: Any, approximate: bool) -> Any:
     return 0.5 * x * (1.0 + erf(xp, x * _INV_SQRT2))
 
 
-def _gelu_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+def _gelu_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
     x = _x(ctx, op)
     if op.attrs["approximate"]:
         # y = x/2 (1 + t), t = tanh(c (x + k x^3)): y' = (1 + t)/2 + x/2 (1 - t^2) c (1 + 3k x^2)
@@ -336,7 +353,7 @@ def _gelu_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> 
         cdf = ctx.scale(ctx.erf(ctx.scale(x, scale=_INV_SQRT2, bias=0.0)), scale=0.5, bias=0.5)
         pdf = ctx.scale(ctx.exp(ctx.scale(ctx.square(x), scale=-0.5, bias=0.0)), scale=_INV_SQRT_2PI, bias=0.0)
         d = ctx.add(cdf, ctx.multiply(x, pdf))
-    return [ctx.multiply(cts[0], d)]
+    return [ctx.multiply(value(cts[0]), d)]
 
 
 def _clip_kink(xp: Any, x: Any, min: float, max: float) -> Any:
@@ -344,14 +361,14 @@ def _clip_kink(xp: Any, x: Any, min: float, max: float) -> Any:
     return xp.minimum(x - min, max - x)
 
 
-def _clip_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
-    x, t = _x(ctx, op), op.results[0].type
+def _clip_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
+    x, t = _x(ctx, op), op.results[0].tensor
     lo = ctx.full(shape=[], value=op.attrs["min"], dtype=t.dtype)
     hi = ctx.full(shape=[], value=op.attrs["max"], dtype=t.dtype)
     inside = ctx.multiply(
         ctx.cast(ctx.greater_than(x, lo), dtype=t.dtype), ctx.cast(ctx.less_than(x, hi), dtype=t.dtype)
     )
-    return [ctx.multiply(cts[0], inside)]
+    return [ctx.multiply(value(cts[0]), inside)]
 
 
 unary("erf", erf, _erf_vjp)

@@ -19,9 +19,11 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
-from ..types import TensorType, Type, xp_dtype
-from .base import OpDef, TypeRuleError, float_tensor, inplace_variant, norm_axes, register, tensor
-from .structure import _slice_shape, slice_index
+from gradcert.reference.ir import Operation
+from gradcert.reference.ir.types import TensorType, Type, xp_dtype
+from gradcert.reference.ops.base import OpDef, TypeRuleError, float_tensor, inplace_variant, norm_axes, register, tensor
+from gradcert.reference.ops.structure import _slice_shape, slice_index
+from gradcert.reference.ops.vjp import ZERO, Cotangent, Incoming, VjpContext, value
 
 A = dict[str, Any]
 
@@ -60,9 +62,9 @@ def _select_infer(types: Sequence[Type], a: A, blocks: Sequence[Any]) -> list[Ty
     return [TensorType(x.shape[:ax] + i.shape + x.shape[ax + 1 :], x.dtype)]
 
 
-def _select_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+def _select_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
     x, index = op.operands
-    return [ctx.index_add(ctx.zeros(x.type), ctx.primal(index), cts[0], axis=op.attrs["axis"]), None]
+    return [ctx.index_add(ctx.zeros(x.type), ctx.primal(index), value(cts[0]), axis=op.attrs["axis"]), ZERO]
 
 
 def _index_add_infer(types: Sequence[Type], a: A, blocks: Sequence[Any]) -> list[Type]:
@@ -81,12 +83,12 @@ def _index_add(xp: Any, x: Any, index: Any, value: Any, axis: int) -> Any:
     return out
 
 
-def _index_add_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+def _index_add_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
     index = ctx.primal(op.operands[1])
     return [
-        cts[0] if needed[0] else None,
-        None,
-        ctx.index_select(cts[0], index, axis=op.attrs["axis"]) if needed[2] else None,
+        value(cts[0]) if needed[0] else ZERO,
+        ZERO,
+        ctx.index_select(value(cts[0]), index, axis=op.attrs["axis"]) if needed[2] else ZERO,
     ]
 
 
@@ -101,10 +103,10 @@ def _along_infer(types: Sequence[Type], a: A, blocks: Sequence[Any]) -> list[Typ
     return [TensorType(i.shape, x.dtype)]
 
 
-def _take_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+def _take_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
     x, indices = op.operands
     zeros = ctx.zeros(x.type)
-    return [ctx.put_along_axis(zeros, ctx.primal(indices), cts[0], axis=op.attrs["axis"], reduce="add"), None]
+    return [ctx.put_along_axis(zeros, ctx.primal(indices), value(cts[0]), axis=op.attrs["axis"], reduce="add"), ZERO]
 
 
 def _put_infer(types: Sequence[Type], a: A, blocks: Sequence[Any]) -> list[Type]:
@@ -127,14 +129,14 @@ def _put_along_axis(xp: Any, x: Any, indices: Any, values: Any, axis: int, reduc
     return out
 
 
-def _put_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+def _put_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
     x, indices, values = op.operands
-    g, ax = cts[0], op.attrs["axis"]
+    g, ax = value(cts[0]), op.attrs["axis"]
     where = ctx.primal(indices)
     dx = g
     if needed[0] and op.attrs["reduce"] == "assign":  # what was overwritten has no gradient
         kept = ctx.put_along_axis(
-            ctx.full(shape=list(x.type.shape), value=1.0, dtype=x.type.dtype),
+            ctx.full(shape=list(x.tensor.shape), value=1.0, dtype=x.tensor.dtype),
             where,
             ctx.zeros(values.type),
             axis=ax,
@@ -142,9 +144,9 @@ def _put_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> l
         )
         dx = ctx.multiply(g, kept)
     return [
-        dx if needed[0] else None,
-        None,
-        ctx.take_along_axis(g, where, axis=ax) if needed[2] else None,
+        dx if needed[0] else ZERO,
+        ZERO,
+        ctx.take_along_axis(g, where, axis=ax) if needed[2] else ZERO,
     ]
 
 
@@ -181,13 +183,14 @@ def _last_occurrence(xp: Any, index: Any, dtype: str) -> Any:
     return xp.asarray(last, dtype=xp_dtype(xp, dtype))
 
 
-def _scatter_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+def _scatter_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
     x, index, updates = op.operands
-    g, where = cts[0], ctx.primal(index)
-    dx = dupdates = None
+    g, where = value(cts[0]), ctx.primal(index)
+    dx: Cotangent = ZERO
+    dupdates: Cotangent = ZERO
     if needed[0]:  # the rows written have no gradient in x
         kept = ctx.scatter(
-            ctx.full(shape=list(x.type.shape), value=1.0, dtype=x.type.dtype),
+            ctx.full(shape=list(x.tensor.shape), value=1.0, dtype=x.tensor.dtype),
             where,
             ctx.zeros(updates.type),
             overwrite=True,
@@ -196,10 +199,10 @@ def _scatter_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) 
     if needed[2]:
         dupdates = ctx.gather(g, where, axis=0)
         if op.attrs["overwrite"]:  # only the update that won its row
-            won = ctx.last_occurrence(where, dtype=x.type.dtype)
-            shape = [updates.type.shape[0]] + [1] * (updates.type.rank - 1)
+            won = ctx.last_occurrence(where, dtype=x.tensor.dtype)
+            shape = [updates.tensor.shape[0]] + [1] * (updates.tensor.rank - 1)
             dupdates = ctx.multiply(dupdates, ctx.reshape(won, shape=shape))
-    return [dx, None, dupdates]
+    return [dx, ZERO, dupdates]
 
 
 # --- set_value_with_tensor: a slice of x overwritten by a value -----------------------------------
@@ -219,12 +222,12 @@ def _set_value(xp: Any, x: Any, value: Any, axes: Sequence[int], starts: Sequenc
     return out
 
 
-def _set_value_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+def _set_value_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
     where = {k: op.attrs[k] for k in ("axes", "starts", "ends")}
-    g = cts[0]
+    g = value(cts[0])
     return [
-        ctx.set_value_with_tensor(g, ctx.zeros(op.operands[1].type), **where) if needed[0] else None,
-        ctx.slice(g, **where) if needed[1] else None,
+        ctx.set_value_with_tensor(g, ctx.zeros(op.operands[1].type), **where) if needed[0] else ZERO,
+        ctx.slice(g, **where) if needed[1] else ZERO,
     ]
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..types import StackType, TensorType, Type
-from .base import OpDef, TypeRuleError, register
+from gradcert.reference.ir import Operation
+from gradcert.reference.ir.types import StackType, TensorType, Type
+from gradcert.reference.ops.base import OpDef, TypeRuleError, register
+from gradcert.reference.ops.vjp import ZERO, Cotangent, Incoming, VjpContext, cotangents
 
 A = dict[str, Any]
 
@@ -43,13 +45,13 @@ def _pop(xp: Any, stack: list[Any]) -> Any:
     return stack.pop()
 
 
-def _push_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
-    return [None, *ctx.pop_cotangents(op)]
+def _push_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
+    return [ZERO, *ctx.pop_cotangents(op)]
 
 
-def _pop_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
-    ctx.push_cotangents(op, cts)
-    return [None]
+def _pop_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
+    ctx.push_cotangents(op, cotangents(cts))
+    return [ZERO]
 
 
 register(

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..types import DTYPES, TensorType, Type, xp_dtype
-from .base import (
+from gradcert.reference.ir import Operation
+from gradcert.reference.ir.types import DTYPES, TensorType, Type, xp_dtype
+from gradcert.reference.ops.base import (
     OpDef,
     TypeRuleError,
     at_tie,
@@ -16,6 +17,7 @@ from .base import (
     register,
     tensor,
 )
+from gradcert.reference.ops.vjp import ZERO, Cotangent, Incoming, VjpContext, value
 
 A = dict[str, Any]
 
@@ -39,10 +41,10 @@ def _axes(x: Any, attrs_axes: Sequence[int]) -> tuple[int, ...]:
 
 
 def _reduce_vjp(mean: bool) -> Any:
-    def vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
-        x = op.operands[0].type
+    def vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
+        x = op.operands[0].tensor
         _, keep = _reduced(x, op.attrs["axes"], op.attrs["keepdim"])
-        g = ctx.expand(ctx.reshape(cts[0], shape=list(keep)), shape=list(x.shape))
+        g = ctx.expand(ctx.reshape(value(cts[0]), shape=list(keep)), shape=list(x.shape))
         if mean:
             n = x.size // max(1, TensorType(keep).size)
             g = ctx.scale(g, scale=1.0 / max(n, 1), bias=0.0)
@@ -90,17 +92,17 @@ def _matmul_infer(types: Sequence[Type], attrs: A, blocks: Sequence[Any]) -> lis
     return [TensorType((*batch, a.shape[-2], b.shape[-1]), a.dtype)]
 
 
-def _mT(ctx: Any, v: Any) -> Any:
-    r = v.type.rank
+def _mT(ctx: VjpContext, v: Any) -> Any:
+    r = v.tensor.rank
     return ctx.transpose(v, perm=[*range(r - 2), r - 1, r - 2])
 
 
-def _matmul_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+def _matmul_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
     a, b = op.operands
-    g = cts[0]
+    g = value(cts[0])
     return [
-        ctx.unbroadcast(ctx.matmul(g, _mT(ctx, ctx.primal(b))), a) if needed[0] else None,
-        ctx.unbroadcast(ctx.matmul(_mT(ctx, ctx.primal(a)), g), b) if needed[1] else None,
+        ctx.unbroadcast(ctx.matmul(g, _mT(ctx, ctx.primal(b))), a) if needed[0] else ZERO,
+        ctx.unbroadcast(ctx.matmul(_mT(ctx, ctx.primal(a)), g), b) if needed[1] else ZERO,
     ]
 
 
@@ -193,8 +195,8 @@ def _unsqueeze_shape(x: TensorType, a: A) -> Sequence[int]:
     return [1 if i in axes else next(it) for i in range(rank)]
 
 
-def _back_to(ctx: Any, op: Any, g: Any) -> Any:
-    return ctx.reshape(g, shape=list(op.operands[0].type.shape))
+def _back_to(ctx: VjpContext, op: Operation, g: Any) -> Any:
+    return ctx.reshape(g, shape=list(op.operands[0].tensor.shape))
 
 
 def _inverse(perm: Sequence[int]) -> list[int]:
@@ -204,19 +206,19 @@ def _inverse(perm: Sequence[int]) -> list[int]:
     return inv
 
 
-def _slice_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
-    x = op.operands[0].type
+def _slice_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
+    x = op.operands[0].tensor
     low, high = [0] * x.rank, [0] * x.rank
     for ax, s, e in zip(norm_axes(op.attrs["axes"], x.rank), op.attrs["starts"], op.attrs["ends"]):
         low[ax], high[ax] = s, x.shape[ax] - e
-    return [ctx.pad(cts[0], low=low, high=high)]
+    return [ctx.pad(value(cts[0]), low=low, high=high)]
 
 
-def _pad_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
-    x = op.operands[0].type
+def _pad_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
+    x = op.operands[0].tensor
     return [
         ctx.slice(
-            cts[0],
+            value(cts[0]),
             axes=list(range(x.rank)),
             starts=list(op.attrs["low"]),
             ends=[lo + d for lo, d in zip(op.attrs["low"], x.shape)],
@@ -230,14 +232,14 @@ register(
         {"shape": "ints"},
         _reshape_shape,
         lambda xp, x, shape: xp.reshape(x, tuple(shape)),
-        lambda ctx, op, cts, needed: [_back_to(ctx, op, cts[0])],
+        lambda ctx, op, cts, needed: [_back_to(ctx, op, value(cts[0]))],
     ),
     _shape_op(
         "transpose",
         {"perm": "ints"},
         _perm_shape,
         lambda xp, x, perm: xp.permute_dims(x, tuple(perm)),
-        lambda ctx, op, cts, needed: [ctx.transpose(cts[0], perm=_inverse(op.attrs["perm"]))],
+        lambda ctx, op, cts, needed: [ctx.transpose(value(cts[0]), perm=_inverse(op.attrs["perm"]))],
     ),
     _shape_op("slice", {"axes": "ints", "starts": "ints", "ends": "ints"}, _slice_shape, _slice_kernel, _slice_vjp),
     _shape_op("pad", {"low": "ints", "high": "ints"}, _pad_shape, _pad_kernel, _pad_vjp),
@@ -246,21 +248,21 @@ register(
         {"shape": "ints"},
         _expand_shape,
         lambda xp, x, shape: xp.broadcast_to(x, tuple(shape)),
-        lambda ctx, op, cts, needed: [ctx.unbroadcast(cts[0], op.operands[0])],
+        lambda ctx, op, cts, needed: [ctx.unbroadcast(value(cts[0]), op.operands[0])],
     ),
     _shape_op(
         "squeeze",
         {"axes": "ints"},
         _squeeze_shape,
         lambda xp, x, axes: xp.squeeze(x, axis=tuple(a % x.ndim for a in axes)),
-        lambda ctx, op, cts, needed: [_back_to(ctx, op, cts[0])],
+        lambda ctx, op, cts, needed: [_back_to(ctx, op, value(cts[0]))],
     ),
     _shape_op(
         "unsqueeze",
         {"axes": "ints"},
         _unsqueeze_shape,
         lambda xp, x, axes: xp.reshape(x, tuple(_unsqueeze_shape(TensorType(tuple(x.shape)), {"axes": axes}))),
-        lambda ctx, op, cts, needed: [_back_to(ctx, op, cts[0])],
+        lambda ctx, op, cts, needed: [_back_to(ctx, op, value(cts[0]))],
     ),
 )
 
@@ -278,8 +280,8 @@ def _full_infer(types: Sequence[Type], a: A, blocks: Sequence[Any]) -> list[Type
     return [TensorType(tuple(a["shape"]), _dtype_attr(a))]
 
 
-def _cast_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
-    return [ctx.cast(cts[0], dtype=op.operands[0].type.dtype)]
+def _cast_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
+    return [ctx.cast(value(cts[0]), dtype=op.operands[0].tensor.dtype)]
 
 
 def _where_infer(types: Sequence[Type], a: A, blocks: Sequence[Any]) -> list[Type]:
@@ -289,14 +291,14 @@ def _where_infer(types: Sequence[Type], a: A, blocks: Sequence[Any]) -> list[Typ
     return [TensorType(broadcast_shapes(broadcast_shapes(c.shape, x.shape), y.shape), x.dtype)]
 
 
-def _where_vjp(ctx: Any, op: Any, cts: Sequence[Any], needed: Sequence[bool]) -> list[Any]:
+def _where_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Incoming], needed: Sequence[bool]) -> list[Cotangent]:
     c = ctx.primal(op.operands[0])
-    g = cts[0]
+    g = value(cts[0])
     zero = ctx.zeros(g.type)
     return [
-        None,
-        ctx.unbroadcast(ctx.where(c, g, zero), op.operands[1]) if needed[1] else None,
-        ctx.unbroadcast(ctx.where(c, zero, g), op.operands[2]) if needed[2] else None,
+        ZERO,
+        ctx.unbroadcast(ctx.where(c, g, zero), op.operands[1]) if needed[1] else ZERO,
+        ctx.unbroadcast(ctx.where(c, zero, g), op.operands[2]) if needed[2] else ZERO,
     ]
 
 
@@ -333,7 +335,7 @@ register(
         "assign",
         lambda types, a, blocks: [tensor(types[0])],
         lambda xp, x: x,
-        lambda ctx, op, cts, needed: [cts[0]],
+        lambda ctx, op, cts, needed: [value(cts[0])],
         view=True,
         family="misc",
     ),

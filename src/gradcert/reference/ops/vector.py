@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..types import TensorType, Type, VectorType
-from .base import OpDef, TypeRuleError, norm_axes, register, tensor
+from gradcert.reference.ir.types import TensorType, Type, VectorType
+from gradcert.reference.ops.base import OpDef, TypeRuleError, norm_axes, register, tensor
+from gradcert.reference.ops.vjp import cotangents, packed, value
 
 A = dict[str, Any]
 
@@ -96,7 +97,7 @@ register(
         "combine",
         _combine_infer,
         lambda xp, *xs: tuple(xs),
-        lambda ctx, op, cts, needed: ctx.split_vector(cts[0]),
+        lambda ctx, op, cts, needed: ctx.split_vector(packed(cts[0])),
         nargs=None,
         view=True,
         structural="pack",
@@ -106,7 +107,7 @@ register(
         "split",
         lambda types, a, blocks: list(_vector(types[0]).elems),
         _split_kernel,
-        lambda ctx, op, cts, needed: [ctx.parts(cts, op.operands[0].type)],
+        lambda ctx, op, cts, needed: [ctx.parts(cotangents(cts), op.operands[0].type)],
         view=True,
         multi=True,
         structural="unpack",
@@ -118,8 +119,8 @@ register(
         lambda xp, v, axis: xp.concat(list(v), axis=axis),
         lambda ctx, op, cts, needed: [
             ctx.split_with_sections(
-                cts[0],
-                sections=[e.shape[op.attrs["axis"] % e.rank] for e in op.operands[0].type.elems],
+                value(cts[0]),
+                sections=[e.shape[op.attrs["axis"] % e.rank] for e in op.operands[0].vector.elems],
                 axis=op.attrs["axis"],
             )
         ],
@@ -131,7 +132,7 @@ register(
         "split_with_sections",
         _sections_infer,
         _sections_kernel,
-        lambda ctx, op, cts, needed: [ctx.concat(cts[0], axis=op.attrs["axis"])],
+        lambda ctx, op, cts, needed: [ctx.concat(value(cts[0]), axis=op.attrs["axis"])],
         attrs={"sections": "ints", "axis": "int"},
         defaults={"axis": 0},
         view=True,
@@ -141,7 +142,7 @@ register(
         "stack",
         _stack_infer,
         lambda xp, v, axis: xp.stack(list(v), axis=axis),
-        lambda ctx, op, cts, needed: [ctx.unbind(cts[0], axis=op.attrs["axis"])],
+        lambda ctx, op, cts, needed: [ctx.unbind(value(cts[0]), axis=op.attrs["axis"])],
         attrs={"axis": "int"},
         defaults={"axis": 0},
         family="vector",
@@ -150,7 +151,7 @@ register(
         "unbind",
         _unbind_infer,
         _unbind_kernel,
-        lambda ctx, op, cts, needed: [ctx.stack(cts[0], axis=op.attrs["axis"])],
+        lambda ctx, op, cts, needed: [ctx.stack(value(cts[0]), axis=op.attrs["axis"])],
         attrs={"axis": "int"},
         defaults={"axis": 0},
         view=True,
@@ -160,7 +161,9 @@ register(
         "add_n",
         lambda types, a, blocks: [_same_elems(_vector(types[0]))],
         lambda xp, v: sum(v[1:], v[0]),
-        lambda ctx, op, cts, needed: [ctx.parts([cts[0]] * len(op.operands[0].type.elems), op.operands[0].type)],
+        lambda ctx, op, cts, needed: [
+            ctx.parts([value(cts[0])] * len(op.operands[0].vector.elems), op.operands[0].type)
+        ],
         family="vector",
     ),
 )

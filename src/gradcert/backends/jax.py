@@ -1,0 +1,361 @@
+"""The `jax` and `jax-eager` backends: trace a case as a JAX function (float64, CPU) and ask
+`jax.vjp` for the gradients.
+
+Two code paths of JAX's (docs/torch-jax.md says what each certifies):
+
+- staged: the whole request -- forward, `jax.vjp`, the cotangents applied, and for second order
+  the `jax.vjp` of that -- traced under `jax.jit` and compiled by XLA once, with the flags a
+  user's JAX has (docs/torch-jax.md says why not faster ones). A case whose loop trip count
+  depends on a traced value (no `jax.jit` can express it) runs eagerly instead.
+- eager: `jax.vjp` called eagerly, each primitive dispatched as it is met (control flow compiled
+  where it is met), as a user's code without `jax.jit` runs.
+
+`jax-jit` takes the staged path for every case, `jax-eager` the eager one, and `jax` the faster
+for the case: staged where it has control flow, eager where it is straight-line.
+
+Lowering choices, every path:
+
+- Every op with an Array-API kernel runs that kernel on `jax.numpy`; `pad` is `jnp.pad`.
+- Indexing, slice assignment, the softmax family, scans and selections are the framework's own
+  functions (docs/ops.md's table); a `scatter` that overwrites writes each row's last update
+  only, since the framework leaves the winner of duplicate writes unspecified. In-place
+  ops are their functional op (JAX arrays are immutable): what is certified is that the backward
+  of the functional program is right.
+- `if` is `lax.cond`, both branches traced.
+- `while` needs its trip count when tracing: reverse mode through `lax.while_loop` is not
+  supported by JAX. The trip count is found at trace time by running the condition and the part
+  of the body it depends on (`trip_slice`; constants fold under `jax.ensure_compile_time_eval`);
+  where it is concrete, the loop is `lax.fori_loop(0, trips, body)` with static bounds (a `scan`,
+  which JAX reverses); where an inner loop's trip count depends on this loop's counter (abstract
+  inside `fori_loop`), this loop is unrolled instead, its trips traced one by one. Eager
+  `jax.vjp` knows a bound computed from a differentiated input at the top level; inside a
+  `lax.cond` branch (staged) such a bound is abstract, and the case is `unsupported`.
+- `stop_gradient` values and the no-grad set are `lax.stop_gradient`.
+- Contract mapping: JAX returns zeros, never `None`; a zero gradient of an input with no path to
+  the outputs in the program is `None` (`contract.py`). Second order is `jax.vjp` of the function
+  that returns the first-order gradients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gradcert.backends.lowering import (
+    VECTORS,
+    ArrayApiBackend,
+    Lower,
+    Lowering,
+    kernels,
+    refuse_second_order_no_grad,
+    trip_slice,
+)
+from gradcert.conformance.api import BackendResult, Unsupported
+from gradcert.conformance.contract import paths, to_contract
+from gradcert.generators.case import Case
+from gradcert.reference.ir import Operation
+from gradcert.reference.ir.types import TensorType, is_differentiable
+from gradcert.reference.ops.structure import slice_index
+
+TRIP_LIMIT = 10_000
+
+# where XLA's compiled executables are kept from run to run ("off": nowhere)
+CACHE_ENV = "GRADCERT_JAX_CACHE"
+
+
+def compilation_cache() -> Path | None:
+    """The folder of JAX's persistent compilation cache: `$GRADCERT_JAX_CACHE`, else
+    `$XDG_CACHE_HOME/gradcert/jax` (`~/.cache/gradcert/jax`); None where it is "off"."""
+    where = os.environ.get(CACHE_ENV, "")
+    if where == "off":
+        return None
+    return Path(where or os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / (
+        "" if where else "gradcert/jax"
+    )
+
+
+def _if(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
+    lax = low.ns.lax
+    return list(lax.cond(a[0], lambda: low.nested(op.blocks[0]), lambda: low.nested(op.blocks[1])))
+
+
+def _while(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
+    cond, body = op.blocks
+    counted, ops = trip_slice(cond, body)
+    carry, trips = list(a), 0
+    while True:
+        try:
+            go = bool(low.nested(cond, carry)[0])
+        except low.ns.errors.ConcretizationTypeError:
+            raise Unsupported(
+                "while: the trip count depends on traced values (JAX cannot reverse-differentiate lax.while_loop)"
+            ) from None
+        if not go:
+            break
+        for k, x in zip(counted, low.run_ops(body, carry, ops, counted)):
+            carry[k] = x
+        trips += 1
+        if trips > TRIP_LIMIT:
+            raise RuntimeError(f"while: more than {TRIP_LIMIT} trips")
+    if trips == 0:
+        return list(a)
+    try:
+        return list(low.ns.lax.fori_loop(0, trips, lambda i, c: low.nested(body, c), list(a)))
+    except Unsupported:
+        # an inner loop's trip count depends on this loop's (now abstract) carries: unrolled,
+        # its trips traced one by one with concrete carries
+        carry = list(a)
+        for _ in range(trips):
+            carry = low.nested(body, carry)
+        return carry
+
+
+def _pad(low: Lowering, op: Operation, a: list[Any]) -> Any:
+    return low.ns.numpy.pad(a[0], list(zip(op.attrs["low"], op.attrs["high"])))
+
+
+def _grid(low: Lowering, indices: Any, axis: int) -> tuple[Any, ...]:
+    """Where each element of `indices` points, as a full index (`put_along_axis`)."""
+    g = list(low.ns.numpy.indices(indices.shape, sparse=True))
+    g[axis % indices.ndim] = indices
+    return tuple(g)
+
+
+def _at(low: Lowering, x: Any) -> Any:
+    """`x.at`: on a jax Array (a constant folded at trace time is a NumPy-like array)."""
+    return low.ns.numpy.asarray(x).at
+
+
+def _put_along_axis(low: Lowering, op: Operation, a: list[Any]) -> Any:
+    x, indices, values = a
+    at = _at(low, x)[_grid(low, indices, op.attrs["axis"])]
+    return at.add(values) if op.attrs["reduce"] == "add" else at.set(values)
+
+
+def _scatter(low: Lowering, op: Operation, a: list[Any]) -> Any:
+    """Rows written are zeroed, then updates added: all of them, or (overwrite) the last written
+    to each row -- JAX leaves the winner of duplicate `.set` writes unspecified, and the index may
+    be a traced value, so the winners are computed by JAX too."""
+    jnp = low.ns.numpy
+    x, index, updates = a
+    cleared = _at(low, x)[index].set(0.0)
+    if op.attrs["overwrite"]:
+        order = jnp.arange(index.shape[0])
+        later = (index[None, :] == index[:, None]) & (order[None, :] > order[:, None])
+        won = jnp.reshape(~jnp.any(later, axis=1), (-1,) + (1,) * (updates.ndim - 1))
+        updates = jnp.where(won, updates, 0.0)
+    return cleared.at[index].add(updates)
+
+
+def _topk(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
+    jnp, ax, sign = low.ns.numpy, op.attrs["axis"], 1.0 if op.attrs["largest"] else -1.0
+    values, indices = low.ns.lax.top_k(jnp.moveaxis(sign * a[0], ax, -1), op.attrs["k"])
+    return [sign * jnp.moveaxis(values, -1, ax), jnp.moveaxis(indices, -1, ax).astype(jnp.int64)]
+
+
+def _at_axis(op: Operation, index: Any) -> tuple[Any, ...]:
+    rank: int = op.operands[0].type.rank  # type: ignore[union-attr]
+    return tuple([slice(None)] * (op.attrs["axis"] % rank) + [index])
+
+
+def _slices(op: Operation) -> tuple[slice, ...]:
+    rank: int = op.operands[0].type.rank  # type: ignore[union-attr]
+    return slice_index(rank, op.attrs["axes"], op.attrs["starts"], op.attrs["ends"])
+
+
+def _axes(op: Operation) -> tuple[int, ...] | None:
+    return tuple(op.attrs["axes"]) or None
+
+
+TABLE: dict[str, Lower] = {
+    "if": _if,
+    "while": _while,
+    "pad": _pad,
+    **VECTORS,
+    "erf": lambda low, op, a: low.ns.lax.erf(a[0]),
+    "gelu": lambda low, op, a: low.ns.nn.gelu(a[0], approximate=op.attrs["approximate"]),
+    "softmax": lambda low, op, a: low.ns.nn.softmax(a[0], axis=op.attrs["axis"]),
+    "log_softmax": lambda low, op, a: low.ns.nn.log_softmax(a[0], axis=op.attrs["axis"]),
+    "logsumexp": lambda low, op, a: low.ns.nn.logsumexp(a[0], axis=_axes(op), keepdims=op.attrs["keepdim"]),
+    "cumsum": lambda low, op, a: low.ns.lax.cumsum(
+        a[0], axis=op.attrs["axis"] % a[0].ndim, reverse=op.attrs["reverse"]
+    ),
+    "topk": _topk,
+    "p_norm": lambda low, op, a: low.ns.numpy.linalg.vector_norm(
+        a[0], ord=op.attrs["p"], axis=op.attrs["axis"], keepdims=op.attrs["keepdim"]
+    ),
+    "index_add": lambda low, op, a: _at(low, a[0])[_at_axis(op, a[1])].add(a[2]),
+    "put_along_axis": _put_along_axis,
+    "scatter": _scatter,
+    "set_value_with_tensor": lambda low, op, a: _at(low, a[0])[_slices(op)].set(a[1]),
+    "set_value_with_tensor_": lambda low, op, a: _at(low, a[0])[_slices(op)].set(a[1]),
+}
+
+
+class _JaxLowering(Lowering):
+    def stop(self, x: Any) -> Any:
+        return self.ns.lax.stop_gradient(x)
+
+
+class JaxBackend(ArrayApiBackend):
+    """A case with control flow staged (traced whole under `jax.jit`, compiled once; eagerly where
+    a trip count depends on a traced value), a straight-line case eager: `jax-jit` and
+    `jax-eager` take one path for every case."""
+
+    name = "jax"
+    framework = "jax"
+    table = TABLE
+    staged: bool | str = "auto"
+    platform = "cpu"  # the platforms JAX is imported with: "cpu" alone, else every one it finds
+
+    def gpu(self) -> Any:
+        self.platform = "gpu"
+        try:
+            return self.jax.devices("gpu")[0]
+        except RuntimeError as e:  # jaxlib without CUDA, or no device
+            raise RuntimeError(f"JAX {self.jax.__version__} finds no GPU ({' '.join(str(e).split())[:200]})") from None
+
+    def placed(self) -> Any:
+        # (the inputs, and every array a kernel makes)
+        return contextlib.nullcontext() if self.device == "cpu" else self.jax.default_device(self.device)
+
+    @functools.cached_property
+    def jax(self) -> Any:
+        if self.platform == "cpu":
+            os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+        # XLA's compilation is most of a case's time, and the same programs are drawn run after
+        # run (certify derandomizes): executables are kept on disk, every one of them (JAX keeps
+        # only those that took a second by default), keyed by the module, JAX's version and
+        # XLA's flags -- what runs is what XLA compiled for this very module
+        if (cache := compilation_cache()) is not None and jax.config.jax_compilation_cache_dir is None:
+            jax.config.update("jax_compilation_cache_dir", str(cache))
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+            jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+        return jax
+
+    def run(self, case: Case) -> BackendResult:
+        refuse_second_order_no_grad(case, "JAX")
+        return super().run(case)
+
+    def _run(self, case: Case) -> BackendResult:
+        jax, jnp = self.jax, self.jax.numpy
+        t0 = time.perf_counter()
+        # only float inputs are differentiated; the others are constants of the traced function
+        free = [
+            k
+            for k, i in enumerate(case.wrt)
+            if isinstance(t := case.program.inputs[i].type, TensorType) and is_differentiable(t)
+        ]
+        primals = [np.asarray(case.inputs[case.wrt[k]]) for k in free]
+
+        def f(*xs: Any) -> tuple[list[Any], list[Any]]:
+            low = _JaxLowering("jax", self.table, jax, kernels(jnp), case.no_grad)
+            given = {case.wrt[k]: x for k, x in zip(free, xs)}
+            for i, (v, x) in enumerate(zip(case.program.inputs, case.inputs)):
+                low.env[v] = low.result(v, given[i] if i in given else jnp.asarray(x))
+            with jax.ensure_compile_time_eval():
+                low.run_block(case.program.block)
+            return [low.env[v] for v in case.output_values], [low.env[v] for v in case.program.outputs]
+
+        def first(*xs: Any) -> tuple[list[Any], list[Any]]:
+            """The first-order gradients (one per free input), and the program's outputs."""
+            ys, vjp, outputs = jax.vjp(f, *xs, has_aux=True)
+            cots = case.cotangents
+            return list(
+                vjp([jnp.ones_like(y) for y in ys] if cots is None else [jnp.asarray(u) for u in cots])
+            ), outputs
+
+        # (auto: control flow staged, where compiling the whole case beats compiling each
+        # `lax.cond` and `scan` as it is met; straight-line cases eager, their primitives compiled
+        # once per shape and reused from case to case)
+        staged = any(op.blocks for op in case.program.walk()) if self.staged == "auto" else self.staged
+
+        def call(fn: Callable[..., Any], *xs: Any) -> Any:
+            """`fn` staged (traced under `jax.jit`, compiled once), or eagerly where it must be."""
+            nonlocal staged
+            if staged:
+                try:
+                    return jax.jit(fn)(*xs)
+                except (Unsupported, jax.errors.ConcretizationTypeError):
+                    staged = False  # a trip count that depends on a traced value
+            return fn(*xs)
+
+        cots2 = case.cotangents2
+        # second order: the first-order gradients that are not None are those of the inputs with a
+        # path (`contract.paths`) where JAX is right; both orders are then one function, traced
+        # and compiled once, and the guess is checked against the first-order answer
+        guess = [j for j, k in enumerate(free) if paths(case, 1)[k]] if case.order == 2 else []
+        if case.order == 2 and (cots2 is None or len(cots2) == len(guess)):
+
+            def both(*xs: Any) -> tuple[list[Any], list[Any], list[Any]]:
+                def kept(*xs: Any) -> tuple[list[Any], list[Any]]:
+                    gs = first(*xs)[0]
+                    return [gs[j] for j in guess], gs
+
+                ks, vjp2, gs = jax.vjp(kept, *xs, has_aux=True)
+                u = [jnp.ones_like(g) for g in ks] if cots2 is None else [jnp.asarray(w) for w in cots2]
+                return gs, list(vjp2(u)), ks
+
+            got, got2, forward = call(both, *primals)
+        else:
+            got, forward = call(first, *primals)
+        got = [np.asarray(g) for g in got]
+        result = self._contract(case, free, got, 1)
+        if case.order == 2:
+            # the "forward" of a second-order case is its first-order gradients (those not None)
+            keep = [free.index(k) for k, g in enumerate(result) if g is not None]
+            if cots2 is not None and len(cots2) != len(keep):
+                forward = [got[j] for j in keep]
+                result = [None] * len(case.wrt)  # the lowering oracle reports the count
+            else:
+                if keep != guess:  # (a first-order gradient where the program has no path)
+
+                    def second(*xs: Any) -> tuple[list[Any], list[Any]]:
+                        gs, vjp2 = jax.vjp(lambda *xs: [first(*xs)[0][j] for j in keep], *xs)
+                        u = [jnp.ones_like(g) for g in gs] if cots2 is None else [jnp.asarray(w) for w in cots2]
+                        return list(vjp2(u)), gs
+
+                    got2, forward = call(second, *primals)
+                result = self._contract(case, free, [np.asarray(g) for g in got2], 2)
+        t1 = time.perf_counter()
+        return BackendResult(
+            [None if g is None else np.asarray(g) for g in result],
+            self.version,
+            {"backend": t1 - t0},
+            forward=[np.asarray(y) for y in forward],
+        )
+
+    def _contract(self, case: Case, free: list[int], got: Sequence[Any], order: int) -> list[Any]:
+        """One gradient per `case.wrt` (None for the inputs not differentiated), as the contract says."""
+        full: list[Any] = [None] * len(case.wrt)
+        for k, g in zip(free, got):
+            full[k] = g
+        zeros: Callable[[int], Any] = lambda k: np.zeros(np.shape(case.inputs[case.wrt[k]]))
+        return to_contract(full, paths(case, order), zeros, lambda g: not np.any(g != 0))
+
+
+class JaxEagerBackend(JaxBackend):
+    """Eager: `jax.vjp` traced op by op, each primitive dispatched (and compiled for its shapes)
+    as it is met, control flow compiled where it is met: the path of a user's code run without
+    `jax.jit`."""
+
+    name = "jax-eager"
+    staged = False
+
+
+class JaxJitBackend(JaxBackend):
+    """Staged: every request traced whole under `jax.jit` and compiled once, the path of a user's
+    code under `jax.jit`."""
+
+    name = "jax-jit"
+    staged = True

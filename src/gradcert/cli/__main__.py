@@ -1,0 +1,5 @@
+import sys
+
+from gradcert.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,170 @@
+"""Running a backend on a case, in this process or isolated in a worker process with a timeout.
+
+Either way the answer is a `BackendResult`, or an `Outcome` saying why there is none: the backend
+lacks the capability (`unsupported`), raised (`error`), died (`crash`) or hung (`timeout`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+from gradcert.conformance.api import Backend, BackendResult, Status, Unsupported
+from gradcert.conformance.isolation.wire import result_from_json
+from gradcert.generators.case import Case
+
+
+@dataclass
+class Outcome:
+    status: Status  # unsupported, error, crash, timeout
+    message: str
+    error_type: str = ""
+
+
+def _death(status: int | None) -> str:
+    """How a process died, from its exit status (a signal is negative)."""
+    if status is not None and status < 0:
+        try:
+            return f"killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"killed by signal {-status}"
+    return f"exited with status {status}"
+
+
+class InProcess:
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.version = backend.version
+
+    def run(self, case: Case) -> BackendResult | Outcome:
+        try:
+            return self.backend.run(case)
+        except Unsupported as e:
+            return Outcome(Status.UNSUPPORTED, str(e))
+        except Exception as e:
+            return Outcome(Status.ERROR, f"{type(e).__name__}: {e}", type(e).__name__)
+
+    def close(self) -> None:
+        pass
+
+
+class Isolated:
+    """One persistent worker process; restarted after a crash or a timeout.
+
+    A worker that dies is blamed on the case it was running only if a fresh worker dies on that
+    case too: native code can be left damaged by an earlier case and die at a later one (Paddle's
+    backward of a `while` program can leave state that a later program's backward trips over:
+    docs/paddle.md, finding 18), and a `crash` verdict names a case that replays as one."""
+
+    def __init__(self, spec: str, timeout: float = 60.0, device: str = "cpu") -> None:
+        self.spec, self.timeout, self.device = spec, timeout, device
+        self.proc: subprocess.Popen[str] | None = None
+        self.log = tempfile.TemporaryFile(mode="w+")
+        self.version = ""
+        self.answered = 0  # cases the running worker has answered
+        self.died: int | None = None  # the exit status of the last worker that died
+
+    def _start(self) -> subprocess.Popen[str]:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gradcert.conformance.isolation.worker", self.spec, self.device],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            env=env,
+        )
+        ready = self._read(max(self.timeout, 120.0))
+        if not isinstance(ready, dict) or "ready" not in ready:
+            self._kill()
+            raise RuntimeError(f"backend worker for {self.spec!r} did not start: {self._log_tail()}")
+        self.version = str(ready["ready"])
+        self.answered = 0
+        return self.proc
+
+    def _read(self, timeout: float) -> dict[str, object] | str:
+        assert self.proc is not None and self.proc.stdout is not None
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    return "timeout"
+                line = self.proc.stdout.readline()
+                if not line:
+                    return "crash"
+                if line.startswith("{"):
+                    return json.loads(line)  # type: ignore[no-any-return]
+        finally:
+            sel.close()
+
+    def _kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def _log_tail(self) -> str:
+        """The last lines the worker wrote (Python's warnings left out: they are not why it died)."""
+        self.log.seek(0)
+        lines = [ln.strip() for ln in self.log.read().splitlines() if ln.strip() and "warn" not in ln.lower()]
+        self.log.seek(0)
+        self.log.truncate()
+        return " | ".join(lines[-6:])[-800:] or "(nothing)"
+
+    def run(self, case: Case) -> BackendResult | Outcome:
+        outcome = self._run(case)
+        again = outcome is None and self.answered > 0
+        if again:  # damage from an earlier case? ask a fresh worker
+            self._log_tail()  # (drops the dead worker's log)
+            outcome = self._run(case)
+        if outcome is None:
+            fresh = " (a fresh worker too)" if again else ""
+            return Outcome(Status.CRASH, f"worker {_death(self.died)}{fresh}; its last lines: {self._log_tail()}")
+        return outcome
+
+    def _run(self, case: Case) -> BackendResult | Outcome | None:
+        """The worker's answer; None where it died (its exit status in `self.died`)."""
+        proc = self.proc if self.proc is not None and self.proc.poll() is None else self._start()
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(json.dumps({"case": case.to_text()}) + "\n")
+            proc.stdin.flush()
+        except BrokenPipeError:  # it died after its last answer
+            reply: dict[str, object] | str = "crash"
+        else:
+            reply = self._read(self.timeout)
+        if reply == "timeout":
+            self._kill()
+            return Outcome(Status.TIMEOUT, f"no answer within {self.timeout:g} s")
+        if reply == "crash":
+            self.died = proc.wait()
+            self.proc = None
+            return None
+        self.answered += 1
+        assert isinstance(reply, dict)
+        if "ok" in reply:
+            return result_from_json(reply["ok"])  # type: ignore[arg-type]
+        if "unsupported" in reply:
+            return Outcome(Status.UNSUPPORTED, str(reply["unsupported"]))
+        err = reply["error"]
+        assert isinstance(err, dict)
+        return Outcome(Status.ERROR, f"{err['type']}: {err['message']}", str(err["type"]))
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._kill()

@@ -1,5 +1,0 @@
-"""Area: bad requests (a cotangent of the wrong shape must be refused with a clear error)."""
-
-from .areas import _BASIC, certify_test, feats
-
-test_wrong_cotangent_shape = certify_test("bad_requests", feats("cotangents", focus=_BASIC, depth=1))

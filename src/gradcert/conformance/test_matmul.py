@@ -1,6 +1,0 @@
-"""Area: matmul."""
-
-from .areas import certify_test, feats
-
-test_matmul = certify_test("matmul", feats("matmul", focus=("unary",), depth=1))
-test_matmul_broadcast = certify_test("matmul", feats("matmul", "binary", focus=("shape",)))
