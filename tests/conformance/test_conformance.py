@@ -70,7 +70,9 @@ def test_certify_own_process_imports_no_numpy_or_ir() -> None:
         "from gradcert.conformance.areas import AREAS, command_line\n"
         "from gradcert.backends.registry import backend_name\n"
         "assert [backend_name(b) for b in ('reference', 'paddle')] == ['reference', 'paddle']\n"
-        "print(sorted(m for m in sys.modules if m == 'numpy' or m.startswith(('gradcert.reference', 'gradcert.gen'))))"
+        "heavy = ('gradcert.reference.', 'gradcert.gen')\n"
+        "light = ('gradcert.reference.collector',)  # (the cyclic collector's switch: the report pauses it)\n"
+        "print(sorted(m for m in sys.modules if m == 'numpy' or m.startswith(heavy) and m not in light))"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120)
     assert r.stdout.strip() == "[]", r.stdout + r.stderr[-2000:]
@@ -327,8 +329,44 @@ def test_oracles_catch_hand_made_wrong_answers() -> None:
 
 
 def test_every_area_has_a_module() -> None:
-    mods = {p.stem[5:] for p in (ROOT / "src" / "gradcert" / "conformance").glob("test_*.py")}
+    mods = {p.stem[5:] for p in (ROOT / "src" / "gradcert" / "conformance" / "areas").glob("test_*.py")}
     assert mods == set(AREAS)
+
+
+def test_every_certification_test_asks_for_its_areas_check() -> None:
+    """A test's body names the check its cases get; replaying a saved case judges it by its area's
+    check, so the two must agree, and the body must ask for exactly one."""
+    from gradcert.conformance.areas import tests as certify_tests
+
+    class Asked:
+        def __init__(self) -> None:
+            self.checks: list[str] = []
+
+        def gradients(self) -> None:
+            self.checks.append("gradients")
+
+        def linearity(self) -> None:
+            self.checks.append("linearity")
+
+        def bad_request(self) -> None:
+            self.checks.append("bad_request")
+
+    for test_id, test in certify_tests().items():
+        asked = Asked()
+        test(asked)
+        assert asked.checks == [test._gradcert_area.check], test_id  # type: ignore[attr-defined]
+    # and a body that asks for another check than its area's is refused when it runs
+    from gradcert.conformance.areas import AREAS as areas
+    from gradcert.conformance.areas import Certify
+
+    class Node:
+        function = certify_tests()["test_cotangents.py::test_cotangents"]
+        module = type("M", (), {"__name__": "gradcert.conformance.areas.test_cotangents"})
+        name = "test_cotangents"
+
+    with pytest.raises(TypeError, match="asks for gradients, but area cotangents's cases are judged by linearity"):
+        Certify(None, None, Node()).gradients()
+    assert areas["cotangents"].check == "linearity"
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "tests" / "cases").glob("*.case")), ids=lambda p: p.stem)

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from gradcert.backends.reference import ReferenceBackend
 from gradcert.conformance.api import BackendResult
-from gradcert.conformance.areas import AREAS, _draw
+from gradcert.conformance.areas import AREAS
+from gradcert.conformance.areas import strategy as case_strategy
 from gradcert.conformance.areas import tests as certify_tests
 from gradcert.conformance.defects import signature
 from gradcert.conformance.isolation.runner import InProcess
@@ -48,7 +49,7 @@ def test_hypothesis_replays_the_seeded_case_choice_for_choice(test: Any) -> None
     for seed in range(-1, 15):
         chooser = Seeded(seed) if seed >= 0 else Simplest()
         case = draw(chooser, features, order)
-        assert first_replayed(_draw(features, order), _to_bytes(chooser.choices)).to_text() == case.to_text()
+        assert first_replayed(case_strategy(features, order), _to_bytes(chooser.choices)).to_text() == case.to_text()
 
 
 class FailsOnce(ReferenceBackend):
@@ -80,7 +81,7 @@ def test_a_failure_found_is_shrunk_and_one_not_seen_again_is_reported_as_found(t
 
     # (unary ops alone: a case of several ops, every one a candidate for the planted sin)
     spec, features = AREAS["elementwise"], Features(frozenset({"unary"}), 6, 1)
-    strategy = _draw(features, 1)
+    strategy = case_strategy(features, 1)
     # a big failing case, handed over as the search hands the first one it finds, shrunk under 24
     # shrinker seeds (the test's key seeds it): without a span per step and a final stop flag, 2 of
     # these stopped at 6 ops
@@ -130,7 +131,9 @@ def test_a_pass_is_recorded_by_its_draw_and_drawn_again_from_it(tmp_path: Path) 
 
     s = Recording("reference", tmp_path / "r.jsonl", tmp_path / "f", isolate=False)
     spec, features = test._gradcert_area, test._gradcert_features
-    Search(20, True).run(s, "test_while.py::test_while_mixed", spec, features, "k", lambda: _draw(features, spec.order))
+    Search(20, True).run(
+        s, "test_while.py::test_while_mixed", spec, features, "k", lambda: case_strategy(features, spec.order)
+    )
     s.close()
     records = [r for r in read_records([tmp_path / "r.jsonl"]) if "coverage" not in r]
     assert len(records) == 20 and all(r["status"] == "pass" and "case" not in r for r in records)
@@ -148,7 +151,7 @@ def test_a_failure_is_recorded_with_its_text(tmp_path: Path) -> None:
     test = area_tests()[0].values[0]
     spec, features = test._gradcert_area, test._gradcert_features
     with pytest.raises(CaseFailed):
-        Search(50, True, shrink=False).run(s, "t", spec, features, "k", lambda: _draw(features, spec.order))
+        Search(50, True, shrink=False).run(s, "t", spec, features, "k", lambda: case_strategy(features, spec.order))
     s.close()
     records = [r for r in read_records([s.results.path]) if "coverage" not in r]
     failed = [r for r in records if r["status"] == "nondeterministic" and "defect" not in r]
@@ -180,11 +183,11 @@ def test_each_case_is_freed_at_its_end_not_left_to_a_later_collection(tmp_path: 
     for k in range(20):  # (each case makes programs: the case's, its backward program, ...)
         draw_and_check(s, "t", spec, features, 1, k)
         assert ops() == before, k
-    Search(40, True).run(s, "u", spec, features, "k", lambda: _draw(features, spec.order))
+    Search(40, True).run(s, "u", spec, features, "k", lambda: case_strategy(features, spec.order))
     assert gc.isenabled() and len(s.done) == 60 and ops() == before
     gc.disable()  # a collector the caller turned off stays off
     try:
-        Search(5, True).run(s, "v", spec, features, "k", lambda: _draw(features, spec.order))
+        Search(5, True).run(s, "v", spec, features, "k", lambda: case_strategy(features, spec.order))
         assert not gc.isenabled()
     finally:
         gc.enable()

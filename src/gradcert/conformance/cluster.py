@@ -127,7 +127,6 @@ def _state(opts: Options) -> tuple[Any, Any, _Sink]:
     """The session (its backend, its isolated runner) and search of this worker process: made at
     its first shard, kept for every later one."""
     if opts not in _STATE:
-        from gradcert.conformance import areas
         from gradcert.conformance.search import Search
         from gradcert.conformance.session import Session
 
@@ -137,7 +136,6 @@ def _state(opts: Options) -> tuple[Any, Any, _Sink]:
         session = Session(opts.backend, None, findings, "nightly", opts.isolate, opts.timeout, device=opts.device)
         sink = _Sink()
         session.results = sink  # type: ignore[assignment]
-        areas.CAPABILITIES = frozenset(session.capabilities)
         search = Search(examples=0, derandomize=False, db=opts.db, shrink_seconds=opts.shrink_seconds)
         _STATE[opts] = (session, search, sink)
     return _STATE[opts]
@@ -147,10 +145,11 @@ def _test(session: Any, test_id: str) -> tuple[Any, Any, str, Any]:
     """The area, narrowed features, key and strategy maker of a certification test."""
     from functools import partial
 
-    from gradcert.conformance.areas import _draw, spec
+    from gradcert.conformance.areas import spec, strategy
 
     area, features, key = spec(test_id)
-    return area, features.narrow(session.capabilities), key, partial(_draw, features, area.order)
+    narrowed = features.narrow(session.capabilities)
+    return area, narrowed, key, partial(strategy, narrowed, area.order)
 
 
 def judge_shard(

@@ -79,6 +79,15 @@ def gradcert_session(request: pytest.FixtureRequest) -> Any:
     s.close()
 
 
+@pytest.fixture
+def gradcert(gradcert_session: Any, gradcert_search: Any, request: pytest.FixtureRequest) -> Any:
+    """What a certification test's body calls to have its cases drawn and judged (`areas.Certify`):
+    the backend's capabilities come with the session."""
+    from gradcert.conformance.areas import Certify
+
+    return Certify(gradcert_session, gradcert_search, request.node)
+
+
 @pytest.fixture(scope="session")
 def gradcert_search(request: pytest.FixtureRequest) -> Any:
     from gradcert.conformance.search import Search
@@ -103,9 +112,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         known_defects(backend.name)  # (a bad file: one line, before anything runs)
     except (UnknownBackend, KnownDefectsError) as e:
         raise pytest.UsageError(str(e)) from None
-    from gradcert.conformance import areas
-
-    areas.CAPABILITIES = frozenset(backend.capabilities)
     controller = not hasattr(config, "workerinput")
     # under xdist the controller collects nothing: the first worker records for all
     recorder = controller or getattr(config, "workerinput", {}).get("workerid") == "gw0"
@@ -114,7 +120,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if area is None:
             continue
         item.add_marker(pytest.mark.gradcert_area(area.name))
-        _report_cases(item)
         from gradcert.conformance.areas import test_id
 
         rel = test_id(item)
@@ -138,22 +143,30 @@ def _weight(item: pytest.Item) -> tuple[bool, bool, int, int, int]:
     return (not light, area.check == "linearity", area.order, f.max_depth, len(f.enabled))
 
 
-def _report_cases(item: pytest.Item) -> None:
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport | None:
     """A failing case is reported as gradcert reports it (the verdict, the case, its replay
-    command) with hypothesis's notes, not as a traceback through gradcert, hypothesis and pytest.
-    Hypothesis also makes this report for every failing example it meets while shrinking, and
-    pytest's traceback of each would cost more than judging the example (bench/overhead.py)."""
+    command, with hypothesis's notes), not as a traceback through gradcert, hypothesis and pytest,
+    whose formatting would cost more than judging the case (bench/overhead.py)."""
     from gradcert.conformance.session import CaseFailed
 
-    plain = item.repr_failure
-
-    def repr_failure(excinfo: pytest.ExceptionInfo[BaseException], *args: Any, **kw: Any) -> Any:
-        e = excinfo.value
-        if isinstance(e, CaseFailed):
-            return str(e)
-        return plain(excinfo, *args, **kw)
-
-    item.repr_failure = repr_failure  # type: ignore[method-assign]
+    if call.excinfo is None or not isinstance(call.excinfo.value, CaseFailed) or call.when == "collect":
+        return None  # (pytest's own report)
+    # the output captured while the test ran, as pytest's own report keeps it
+    sections = [(f"Captured {key} {call.when}", text) for when, key, text in item._report_sections if when == call.when]
+    return pytest.TestReport(
+        item.nodeid,
+        item.location,
+        {k: 1 for k in item.keywords},
+        "failed",
+        str(call.excinfo.value),
+        call.when,
+        sections,
+        call.duration,
+        call.start,
+        call.stop,
+        item.user_properties,
+    )
 
 
 def _record_unsupported(config: pytest.Config, backend: Any, area: str, test: str, why: str) -> None:

@@ -293,7 +293,7 @@ def _draw_and_judge(
 
 def draw(chooser: Chooser, features: Features, order: int, area: str = "") -> Case:
     """One case of `features` (of `order`) from `chooser`, for `area`: what the area's hypothesis
-    strategy (`areas._draw`) draws from the same choices."""
+    strategy (`areas.strategy`) draws from the same choices."""
     case = Generator(chooser, features).case()
     case = second_order(case, chooser) if order == 2 else case
     case.area = area  # (a case made here: set, not copied)

@@ -1,7 +1,9 @@
 """The certification areas: which features each draws from, which capabilities it needs.
 
-Each area is a test module `gradcert/conformance/areas/test_<area>.py` of small tests (each drawing its
-cases as `search.py` says), so that pytest-xdist can spread them.
+Each area is a test module `gradcert/conformance/areas/test_<area>.py` of small tests, so that
+pytest-xdist can spread them. A test is marked with the features its cases are drawn from
+(`drawn`), and its body asks the `gradcert` fixture (`Certify`) for the check its cases get; the
+cases are drawn as `search.py` says.
 """
 
 from __future__ import annotations
@@ -10,11 +12,14 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # (the generators are imported where cases are drawn: certify's own process draws none)
     from gradcert.generators import Case
     from gradcert.generators.features import Features
+
+
+_Test = TypeVar("_Test", bound=Callable[..., None])
 
 
 @dataclass(frozen=True)
@@ -23,7 +28,9 @@ class Area:
     title: str
     needs: frozenset[str] = frozenset()  # backend capabilities
     order: int = 1
-    check: str = "gradients"  # or "linearity", "bad_request"
+    # what its cases are judged by: "gradients", "linearity" or "bad_request" (a test's body asks
+    # for it by name, `Certify`; a saved case, replayed, is judged by its area's)
+    check: str = "gradients"
 
 
 AREAS = {
@@ -73,16 +80,11 @@ def feats(
     return Features(enabled, ops, depth, True, frozenset(required), frozenset(focus))
 
 
-# The backend's declared capabilities, set by the plugin before the first draw: every area's
-# features are narrowed by them, so no case asks for what the backend says it lacks.
-CAPABILITIES: frozenset[str] | None = None
-
-
-def _draw(features: Features, order: int) -> Any:
+def strategy(features: Features, order: int) -> Any:
     """The hypothesis strategy drawing the cases of `features` that `search.draw` draws."""
     from hypothesis import strategies as st
 
-    return st.deferred(lambda: _strategy(features if CAPABILITIES is None else features.narrow(CAPABILITIES), order))
+    return st.deferred(lambda: _strategy(features, order))
 
 
 def _strategy(features: Features, order: int) -> Any:
@@ -127,8 +129,9 @@ def test_id(item: Any) -> str:
     return f"{item.module.__name__.rsplit('.', 1)[-1]}.py::{item.name}"
 
 
-def certify_test(area: str, features: Features) -> Callable[..., None]:
-    """A test of `area` drawing from `features` (`search.Search`); the session (a fixture) judges each case."""
+def drawn(area: str, features: Features) -> Callable[[_Test], _Test]:
+    """Marks a certification test of `area` whose cases are drawn from `features` (narrowed to the
+    backend's capabilities when it runs). Its body names the check its cases get (`Certify`)."""
     spec = AREAS[area]
     # (sorted: a frozenset's order changes from process to process)
     key = (
@@ -136,15 +139,46 @@ def certify_test(area: str, features: Features) -> Callable[..., None]:
         f"{features.max_ops}/{features.max_depth}"
     )
 
-    def test(gradcert_session: Any, gradcert_search: Any, request: Any) -> None:
-        narrowed = features if CAPABILITIES is None else features.narrow(CAPABILITIES)
-        strategy = partial(_draw, features, spec.order)
-        gradcert_search.run(gradcert_session, test_id(request.node), spec, narrowed, key, strategy)
+    def mark(test: _Test) -> _Test:
+        test._gradcert_area = spec  # type: ignore[attr-defined]
+        test._gradcert_features = features  # type: ignore[attr-defined]
+        test._gradcert_key = key  # type: ignore[attr-defined]
+        return test
 
-    test._gradcert_area = spec  # type: ignore[attr-defined]
-    test._gradcert_features = features  # type: ignore[attr-defined]
-    test._gradcert_key = key  # type: ignore[attr-defined]
-    return test
+    return mark
+
+
+class Certify:
+    """What a certification test's body calls (the `gradcert` fixture): one method per check. Each
+    draws the test's cases (`search.Search`) and judges every one in the session."""
+
+    def __init__(self, session: Any, search: Any, node: Any) -> None:
+        self.session, self.search, self.node = session, search, node
+
+    def gradients(self) -> None:
+        """Every case's gradients against the reference backward and finite differences, and the
+        backward program's invariants where the backend shows it."""
+        self._judge("gradients")
+
+    def linearity(self) -> None:
+        """As `gradients`, and the gradients linear in the cotangents (a third request, with the
+        sum of two cotangents)."""
+        self._judge("linearity")
+
+    def bad_request(self) -> None:
+        """A cotangent of the wrong shape refused with an error, never answered."""
+        self._judge("bad_request")
+
+    def _judge(self, check: str) -> None:
+        test = self.node.function
+        area: Area = test._gradcert_area
+        if check != area.check:  # (a case file names its area: replaying it judges by the area's check)
+            raise TypeError(
+                f"{test_id(self.node)} asks for {check}, but area {area.name}'s cases are judged by {area.check}"
+            )
+        features = test._gradcert_features.narrow(self.session.capabilities)
+        draws = partial(strategy, features, area.order)
+        self.search.run(self.session, test_id(self.node), area, features, test._gradcert_key, draws)
 
 
 # The pytest that certifies loads only the plugins it needs (gradcert's, and xdist's for workers),

@@ -1,6 +1,17 @@
 """Area: fan-out accumulation (one value read by several ops sums their contributions)."""
 
-from gradcert.conformance.areas import certify_test, feats
+from gradcert.conformance.areas import Certify, drawn, feats
 
-test_fanout = certify_test("fanout", feats("fanout", focus=("unary", "binary", "reduction"), depth=1))
-test_fanout_wide = certify_test("fanout", feats("fanout", focus=("unary", "binary", "misc"), ops=8))
+
+@drawn("fanout", feats("fanout", focus=("unary", "binary", "reduction"), depth=1))
+def test_fanout(gradcert: Certify) -> None:
+    """Every case has fan-out, mostly with unary ops, binary ops (broadcasting) and reductions around
+    them; branches and loops one level deep."""
+    gradcert.gradients()
+
+
+@drawn("fanout", feats("fanout", focus=("unary", "binary", "misc"), ops=8))
+def test_fanout_wide(gradcert: Certify) -> None:
+    """Every case has fan-out, mostly with unary ops, binary ops (broadcasting) and other ops around
+    them; branches and loops nested two deep, up to 8 steps."""
+    gradcert.gradients()

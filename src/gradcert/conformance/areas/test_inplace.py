@@ -1,6 +1,17 @@
 """Area: in-place nets."""
 
-from gradcert.conformance.areas import _BASIC, certify_test, feats
+from gradcert.conformance.areas import _BASIC, Certify, drawn, feats
 
-test_inplace = certify_test("inplace", feats("inplace", focus=_BASIC, depth=1))
-test_inplace_loops = certify_test("inplace", feats("inplace", "while", focus=("unary", "binary", "if")))
+
+@drawn("inplace", feats("inplace", focus=_BASIC, depth=1))
+def test_inplace(gradcert: Certify) -> None:
+    """Every case has in-place ops, mostly with unary ops and binary ops (broadcasting) around them;
+    branches and loops one level deep."""
+    gradcert.gradients()
+
+
+@drawn("inplace", feats("inplace", "while", focus=("unary", "binary", "if")))
+def test_inplace_loops(gradcert: Certify) -> None:
+    """Every case has in-place ops and loops, mostly with unary ops, binary ops (broadcasting) and
+    branches around them; branches and loops nested two deep."""
+    gradcert.gradients()

@@ -1,6 +1,16 @@
 """Area: matmul."""
 
-from gradcert.conformance.areas import certify_test, feats
+from gradcert.conformance.areas import Certify, drawn, feats
 
-test_matmul = certify_test("matmul", feats("matmul", focus=("unary",), depth=1))
-test_matmul_broadcast = certify_test("matmul", feats("matmul", "binary", focus=("shape",)))
+
+@drawn("matmul", feats("matmul", focus=("unary",), depth=1))
+def test_matmul(gradcert: Certify) -> None:
+    """Every case has matmul, mostly with unary ops around them; branches and loops one level deep."""
+    gradcert.gradients()
+
+
+@drawn("matmul", feats("matmul", "binary", focus=("shape",)))
+def test_matmul_broadcast(gradcert: Certify) -> None:
+    """Every case has matmul and binary ops (broadcasting), mostly with shape ops around them; branches
+    and loops nested two deep."""
+    gradcert.gradients()

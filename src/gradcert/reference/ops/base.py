@@ -90,18 +90,15 @@ class OpDef:
         vjp: Vjp | None = None,
         **fields: Any,
     ) -> None:
-        groups = {}
-        for group in (Signature, Execution, Differentiation, Drawing):
-            names = group.__dataclass_fields__
-            groups[group] = group(**{k: fields.pop(k) for k in list(fields) if k in names})
+        # a group's fields, flat; or a whole group (as `dataclasses.replace` hands them back)
+        for attr, group in _GROUPS.items():
+            whole = fields.pop(attr, None)
+            flat = {k: fields.pop(k) for k in list(fields) if k in group.__dataclass_fields__}
+            object.__setattr__(self, attr, replace(whole, **flat) if whole is not None else group(**flat))
         if fields:
             raise TypeError(f"op {name!r}: unknown fields {sorted(fields)}")
         for k, v in [("name", name), ("infer", infer), ("kernel", kernel), ("vjp", vjp)]:
             object.__setattr__(self, k, v)
-        object.__setattr__(self, "signature", groups[Signature])
-        object.__setattr__(self, "execution", groups[Execution])
-        object.__setattr__(self, "autodiff", groups[Differentiation])
-        object.__setattr__(self, "drawing", groups[Drawing])
 
     def is_differentiable_operand(self, i: int) -> bool:
         if self.autodiff.forward_only:
@@ -109,6 +106,12 @@ class OpDef:
         return self.autodiff.differentiable is None or i in self.autodiff.differentiable
 
 
+_GROUPS: dict[str, Any] = {
+    "signature": Signature,
+    "execution": Execution,
+    "autodiff": Differentiation,
+    "drawing": Drawing,
+}
 OPS: dict[str, OpDef] = {}
 INPLACE: set[str] = set()  # the ops that overwrite an operand (`inplace_of`): a quick test for the verifier
 
