@@ -21,7 +21,8 @@ from collections import Counter
 
 import numpy as np
 
-from gradcert.conformance import BackendResult, ReferenceBackend, resolve
+from gradcert.backends import ReferenceBackend, resolve
+from gradcert.conformance import BackendResult
 from gradcert.conformance.api import Unsupported
 from gradcert.conformance.oracles import CONDITION, TOLERANCES, float32_tolerance, judge
 from gradcert.generators import FULL, Features, draw_case

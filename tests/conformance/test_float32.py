@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gradcert.conformance import BackendResult, ReferenceBackend
+from gradcert.backends import ReferenceBackend
+from gradcert.conformance import BackendResult
 from gradcert.conformance.oracles import TOLERANCES, clear, judge
 from gradcert.generators import FULL, Features, draw_case
 from gradcert.generators.case import describe
