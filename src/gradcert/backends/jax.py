@@ -21,15 +21,17 @@ Lowering choices, every path:
   only, since the framework leaves the winner of duplicate writes unspecified. In-place
   ops are their functional op (JAX arrays are immutable): what is certified is that the backward
   of the functional program is right.
-- `if` is `lax.cond`, both branches traced.
+- `if` is `lax.cond`, both branches traced; where a branch holds a loop whose trip count depends
+  on a traced value (no `lax.cond` can hold it), the branch taken runs as Python control flow,
+  eagerly.
 - `while` needs its trip count when tracing: reverse mode through `lax.while_loop` is not
   supported by JAX. The trip count is found at trace time by running the condition and the part
   of the body it depends on (`trip_slice`; constants fold under `jax.ensure_compile_time_eval`);
   where it is concrete, the loop is `lax.fori_loop(0, trips, body)` with static bounds (a `scan`,
   which JAX reverses); where an inner loop's trip count depends on this loop's counter (abstract
   inside `fori_loop`), this loop is unrolled instead, its trips traced one by one. Eager
-  `jax.vjp` knows a bound computed from a differentiated input at the top level; inside a
-  `lax.cond` branch (staged) such a bound is abstract, and the case is `unsupported`.
+  `jax.vjp` knows a bound computed from a differentiated input at the top level, and in a
+  branch taken as Python control flow (above).
 - `stop_gradient` values and the no-grad set are `lax.stop_gradient`.
 - Contract mapping: JAX returns zeros, never `None`; a zero gradient of an input with no path to
   the outputs in the program is `None` (`contract.py`). Second order is `jax.vjp` of the function
@@ -83,7 +85,20 @@ def compilation_cache() -> Path | None:
 
 def _if(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
     lax = low.ns.lax
-    return list(lax.cond(a[0], lambda: low.nested(op.blocks[0]), lambda: low.nested(op.blocks[1])))
+    try:
+        return list(lax.cond(a[0], lambda: low.nested(op.blocks[0]), lambda: low.nested(op.blocks[1])))
+    except Unsupported:
+        # a branch holds a loop whose trip count depends on a traced value, which no `lax.cond`
+        # can hold (JAX cannot reverse-differentiate `lax.while_loop`); eagerly the predicate is
+        # known, and the branch taken runs as Python control flow, as a user's code without
+        # `jax.jit` runs it (staged, the predicate is abstract: the case runs eagerly, `call`)
+        try:
+            taken = bool(a[0])
+        except low.ns.errors.ConcretizationTypeError:
+            raise Unsupported(
+                "if: a branch's loop trip count depends on traced values, and so does the predicate"
+            ) from None
+        return low.nested(op.blocks[0 if taken else 1])
 
 
 def _while(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
