@@ -1,5 +1,5 @@
 """Deliberately wrong backends built on the reference: each plants one bug that a backward
-implementation could have. The `quick` profile must catch every one (tests/test_mutants.py)."""
+implementation could have. The `quick` profile must catch every one (tests/conformance/test_mutants.py)."""
 
 from __future__ import annotations
 
@@ -415,7 +415,7 @@ MUTANTS = [
 # --- defects that live where two features meet (generators/coverage.py's pairs) ------------------
 # Each is right everywhere but in one interaction of two cells: an op family in one context, a
 # flag on a value defined inside a body, a loop of many trips, a shape op at a high rank. A
-# certify run must draw that pair to catch it (tests/test_mutants.py: INTERACTIONS).
+# certify run must draw that pair to catch it (tests/conformance/test_mutants.py: INTERACTIONS).
 
 
 def _regions(op: Any) -> list[str]:

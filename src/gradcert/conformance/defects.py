@@ -17,7 +17,7 @@ role names the defect, and the cases of every role that shrank into it are its c
 of classifying without a shrink per case: two bugs of one backend that fail the same oracle in
 the same area in the same way (or one whose smallest case needs no loop, beside one that needs
 it) are one defect until the first is fixed. Bugs in different areas, oracles or kinds are told
-apart, which is what lets a new defect show beside a known one (tests/test_defects.py plants
+apart, which is what lets a new defect show beside a known one (tests/conformance/test_defects.py plants
 both).
 
 A backend's known defects are a TOML file, `known_failures/<backend>.toml`: one `[[defect]]`

@@ -112,7 +112,7 @@ class Drawn(_Integers):
     A draw costs tens of microseconds in hypothesis; a third of it went to unwrapping the lazy
     strategy again at every draw: strategies are made and unwrapped once (`_integers`). (Drawing a
     group of choices as one integer, its digits the members, cut the draws by half but made
-    shrinking worse: tests/test_generators.py's planted failure shrank to 7 ops and 12, not 5.)
+    shrinking worse: tests/generators/test_generators.py's planted failure shrank to 7 ops and 12, not 5.)
     """
 
     def __init__(self, data: Any) -> None:

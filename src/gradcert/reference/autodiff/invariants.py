@@ -112,7 +112,7 @@ def violations(g: Gradients, before: Snapshot) -> list[str]:
 
     # paths of the forward program: its ops, as the backward found them (checked unchanged above);
     # what depends on the inputs as the backward's pruning found it, where it says (the same
-    # function of the same request: tests/test_backward.py checks it equals a second reckoning)
+    # function of the same request: tests/reference/test_backward.py checks it equals a second reckoning)
     forward = before.ops
     reach = g.reach
     if reach is None:
