@@ -78,9 +78,9 @@ def compilation_cache() -> Path | None:
     where = os.environ.get(CACHE_ENV, "")
     if where == "off":
         return None
-    return Path(where or os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / (
-        "" if where else "gradcert/jax"
-    )
+    if where:
+        return Path(where).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gradcert" / "jax"
 
 
 def _if(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
@@ -176,12 +176,12 @@ def _topk(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
 
 
 def _at_axis(op: Operation, index: Any) -> tuple[Any, ...]:
-    rank: int = op.operands[0].type.rank  # type: ignore[union-attr]
+    rank = op.operands[0].tensor.rank
     return tuple([slice(None)] * (op.attrs["axis"] % rank) + [index])
 
 
 def _slices(op: Operation) -> tuple[slice, ...]:
-    rank: int = op.operands[0].type.rank  # type: ignore[union-attr]
+    rank = op.operands[0].tensor.rank
     return slice_index(rank, op.attrs["axes"], op.attrs["starts"], op.attrs["ends"])
 
 

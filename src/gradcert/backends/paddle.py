@@ -99,7 +99,7 @@ def _const(low: Lowering, op: Operation, attr: str) -> Any:
     # `pd_op.scale` keeps its scale and bias as float32 attributes, which rounds a float64
     # program's constants (measured: 1e-8 relative): scale is lowered as multiply and add by
     # constants of the operand's dtype instead (in place: `multiply_` then `add_`)
-    return low.ns.full([], op.attrs[attr], DTYPE_NAMES[op.operands[0].type.dtype])  # type: ignore[union-attr]
+    return low.ns.full([], op.attrs[attr], DTYPE_NAMES[op.operands[0].tensor.dtype])
 
 
 def _axes(op: Operation) -> list[int] | None:
@@ -113,7 +113,7 @@ def _slice_attrs(op: Operation) -> tuple[list[int], list[int], list[int], list[i
 
 
 def _index_of(op: Operation) -> tuple[slice, ...]:
-    rank: int = op.operands[0].type.rank  # type: ignore[union-attr]
+    rank = op.operands[0].tensor.rank
     return slice_index(rank, op.attrs["axes"], op.attrs["starts"], op.attrs["ends"])
 
 

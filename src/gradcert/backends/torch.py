@@ -87,7 +87,7 @@ def _prod(low: Lowering, op: Operation, a: list[Any]) -> Any:
     for ax in sorted((d % max(x.ndim, 1) for d in op.attrs["axes"] or range(x.ndim)), reverse=True):
         x = low.ns.prod(x, dim=ax, keepdim=True)
     if not op.attrs["keepdim"]:
-        x = x.reshape(op.results[0].type.shape)  # type: ignore[union-attr]
+        x = x.reshape(op.results[0].tensor.shape)
     return x
 
 

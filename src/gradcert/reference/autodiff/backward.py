@@ -8,8 +8,8 @@ op's VJP rule for its inputs' cotangents, and accumulates them. Each mechanism i
 - no-grad set and stop_gradient: `_blocked`; pruning: `prune.reachable` (values that depend on the
   inputs) -- a VJP is asked only for inputs on a path, and only ops with a result cotangent run;
 - symbolic zeros: a missing cotangent is `ZERO` to a VJP rule (`None` in the environment); a zero
-  tensor is made (`full`) only where a VJP or
-  a block boundary needs one, so no zero-fill op is ever left unused;
+  tensor is made (`full`) only where a VJP or a block boundary needs one, so no zero-fill op is
+  ever left unused;
 - saving forward values: `_Ctx.primal` -- a value overwritten in place is copied before the
   overwrite; a value defined inside a branch or loop body is pushed on a stack at the end of its
   block and popped at the start of the backward block;
