@@ -11,7 +11,8 @@ Two code paths of JAX's (docs/torch-jax.md says what each certifies):
   where it is met), as a user's code without `jax.jit` runs.
 
 `jax-jit` takes the staged path for every case, `jax-eager` the eager one, and `jax` the faster
-for the case: staged where it has control flow, eager where it is straight-line.
+for the case: staged where it has control flow, eager where it is straight-line; where staging
+cannot express a case, `jax` runs its control flow as Python control flow, eagerly (below).
 
 Lowering choices, every path:
 
@@ -26,12 +27,15 @@ Lowering choices, every path:
   eagerly.
 - `while` needs its trip count when tracing: reverse mode through `lax.while_loop` is not
   supported by JAX. The trip count is found at trace time by running the condition and the part
-  of the body it depends on (`trip_slice`; constants fold under `jax.ensure_compile_time_eval`);
-  where it is concrete, the loop is `lax.fori_loop(0, trips, body)` with static bounds (a `scan`,
-  which JAX reverses); where an inner loop's trip count depends on this loop's counter (abstract
-  inside `fori_loop`), this loop is unrolled instead, its trips traced one by one. Eager
-  `jax.vjp` knows a bound computed from a differentiated input at the top level, and in a
-  branch taken as Python control flow (above).
+  of the body it depends on (`trip_slice`); where it is concrete, the loop is
+  `lax.fori_loop(0, trips, body)` with static bounds (a `scan`, which JAX reverses); where an
+  inner loop's trip count depends on this loop's counter (abstract inside `fori_loop`), this loop
+  is unrolled instead, its trips traced one by one. Eager `jax.vjp` knows a bound computed from a
+  differentiated input at the top level, and in a branch taken as Python control flow (above).
+  `jax`'s eager fallback (a case staging cannot express) runs its `if` and loops as Python
+  control flow, as a user's eager code does; `jax-eager` keeps `lax.cond` and `fori_loop` eagerly.
+- What does not depend on a differentiated input (constants, loop counters, inputs not
+  differentiated) is computed with NumPy by the op's own kernel as the case is traced (`_JaxLowering`).
 - `stop_gradient` values and the no-grad set are `lax.stop_gradient`.
 - Contract mapping: JAX returns zeros, never `None`; a zero gradient of an input with no path to
   the outputs in the program is `None` (`contract.py`). Second order is `jax.vjp` of the function
@@ -64,6 +68,7 @@ from gradcert.conformance.contract import paths, to_contract
 from gradcert.generators.case import Case
 from gradcert.reference.ir import Operation
 from gradcert.reference.ir.types import TensorType, is_differentiable
+from gradcert.reference.ops import OPS
 from gradcert.reference.ops.structure import slice_index
 
 TRIP_LIMIT = 10_000
@@ -83,22 +88,29 @@ def compilation_cache() -> Path | None:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gradcert" / "jax"
 
 
+def _python_flow(low: Lowering) -> bool:
+    """Control flow as Python control flow: `jax`'s eager fallback (`_JaxLowering.unroll`)."""
+    return isinstance(low, _JaxLowering) and low.unroll
+
+
 def _if(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
-    lax = low.ns.lax
-    try:
-        return list(lax.cond(a[0], lambda: low.nested(op.blocks[0]), lambda: low.nested(op.blocks[1])))
-    except Unsupported:
-        # a branch holds a loop whose trip count depends on a traced value, which no `lax.cond`
-        # can hold (JAX cannot reverse-differentiate `lax.while_loop`); eagerly the predicate is
-        # known, and the branch taken runs as Python control flow, as a user's code without
-        # `jax.jit` runs it (staged, the predicate is abstract: the case runs eagerly, `call`)
+    if not _python_flow(low):
         try:
-            taken = bool(a[0])
-        except low.ns.errors.ConcretizationTypeError:
-            raise Unsupported(
-                "if: a branch's loop trip count depends on traced values, and so does the predicate"
-            ) from None
-        return low.nested(op.blocks[0 if taken else 1])
+            return list(low.ns.lax.cond(a[0], lambda: low.nested(op.blocks[0]), lambda: low.nested(op.blocks[1])))
+        except Unsupported:
+            # a branch holds a loop whose trip count depends on a traced value, which no
+            # `lax.cond` can hold (JAX cannot reverse-differentiate `lax.while_loop`); eagerly
+            # the predicate is known, and the branch taken runs as Python control flow, as a
+            # user's code without `jax.jit` runs it (staged, the predicate is abstract: the case
+            # runs eagerly, `call`)
+            pass
+    try:
+        taken = bool(a[0])
+    except low.ns.errors.ConcretizationTypeError:
+        raise Unsupported(
+            "if: a branch's loop trip count depends on traced values, and so does the predicate"
+        ) from None
+    return low.nested(op.blocks[0 if taken else 1])
 
 
 def _while(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
@@ -121,15 +133,17 @@ def _while(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
             raise RuntimeError(f"while: more than {TRIP_LIMIT} trips")
     if trips == 0:
         return list(a)
-    try:
-        return list(low.ns.lax.fori_loop(0, trips, lambda i, c: low.nested(body, c), list(a)))
-    except Unsupported:
-        # an inner loop's trip count depends on this loop's (now abstract) carries: unrolled,
-        # its trips traced one by one with concrete carries
-        carry = list(a)
-        for _ in range(trips):
-            carry = low.nested(body, carry)
-        return carry
+    if not _python_flow(low):
+        try:
+            return list(low.ns.lax.fori_loop(0, trips, lambda i, c: low.nested(body, c), list(a)))
+        except Unsupported:
+            # an inner loop's trip count depends on this loop's (now abstract) carries: unrolled,
+            # its trips traced one by one with concrete carries
+            pass
+    carry = list(a)
+    for _ in range(trips):
+        carry = low.nested(body, carry)
+    return carry
 
 
 def _pad(low: Lowering, op: Operation, a: list[Any]) -> Any:
@@ -214,9 +228,44 @@ TABLE: dict[str, Lower] = {
 }
 
 
+def _concrete(x: Any) -> bool:
+    """A value known when the case is traced (not a JAX tracer): a NumPy array, or a vector of them."""
+    if isinstance(x, list):
+        return all(isinstance(t, np.ndarray) for t in x)
+    return isinstance(x, np.ndarray)
+
+
 class _JaxLowering(Lowering):
+    """Values that do not depend on the differentiated inputs (constants, loop counters, the inputs
+    not differentiated) are computed with NumPy as the case is traced, by the op's own kernel, as
+    the interpreter computes them: JAX never sees them as ops, so no gradient can flow through them
+    and nothing of JAX's AD is skipped, while the trip counts and predicates that tracing needs are
+    known without dispatching (and compiling) a JAX primitive for each."""
+
+    # control flow as Python control flow (`_python_flow`): in `jax`'s eager fallback, a case
+    # staging cannot express runs as a user's eager code runs it, its `if` a Python `if` and its
+    # loops Python loops (`lax.cond` and `scan` are certified by the cases staged); `jax-eager`
+    # keeps them eagerly
+    unroll = False
+
+    def op(self, op: Operation) -> None:
+        d = OPS[op.name]
+        args = [self.env[v] for v in op.operands]
+        if (
+            d.kernel is None
+            or d.execution.run is not None
+            or d.execution.effects
+            or not all(isinstance(v.type, TensorType) for v in op.results)
+            or not all(map(_concrete, args))
+        ):
+            return super().op(op)
+        out = d.kernel(np, *args, **op.attrs)
+        results = [np.array(x) for x in out] if d.execution.multi else [np.array(out)]
+        for v, x in zip(op.results, results, strict=True):
+            self.env[v] = x  # (a constant's gradient is stopped already)
+
     def stop(self, x: Any) -> Any:
-        return self.ns.lax.stop_gradient(x)
+        return x if isinstance(x, np.ndarray) else self.ns.lax.stop_gradient(x)
 
 
 class JaxBackend(ArrayApiBackend):
@@ -275,11 +324,11 @@ class JaxBackend(ArrayApiBackend):
 
         def f(*xs: Any) -> tuple[list[Any], list[Any]]:
             low = _JaxLowering("jax", self.table, jax, kernels(jnp), case.no_grad)
+            low.unroll = self.staged == "auto" and not staged
             given = {case.wrt[k]: x for k, x in zip(free, xs)}
             for i, (v, x) in enumerate(zip(case.program.inputs, case.inputs)):
-                low.env[v] = low.result(v, given[i] if i in given else jnp.asarray(x))
-            with jax.ensure_compile_time_eval():
-                low.run_block(case.program.block)
+                low.env[v] = low.result(v, given[i] if i in given else np.asarray(x))
+            low.run_block(case.program.block)
             return [low.env[v] for v in case.output_values], [low.env[v] for v in case.program.outputs]
 
         def first(*xs: Any) -> tuple[list[Any], list[Any]]:
