@@ -207,6 +207,59 @@ def test_jax_loop_bound_from_an_input_is_judged_on_every_path(spec: str, program
         np.testing.assert_allclose(got.grads[0], ReferenceBackend().run(case).grads[0])
 
 
+# the same loop with a constant bound, then an `if` on a predicate computed from an input: both
+# can be staged
+CONSTANT_BOUND = (
+    "program(%x0: f64[3], %x1: f64[]) {"
+    + LOOP.replace("%n = cast(%x1) {dtype=i64} : i64[]", "%n = full() {dtype=i64, shape=[], value=3.0} : i64[]")
+    + """  %z = less_than(%x1, %x1) : bool[]
+  %y = if(%z) : f64[3] {
+  ^then:
+    yield(%h)
+  ^else:
+    %s = sin(%h) : f64[3]
+    yield(%s)
+  }
+  return %y
+}
+"""
+)
+
+
+@pytest.mark.parametrize(
+    "spec, program, staged",
+    [
+        ("jax", CONSTANT_BOUND, True),  # control flow staged: `lax.cond` and a `scan` certified
+        ("jax-eager", CONSTANT_BOUND, True),
+        ("jax", TOP_LEVEL_BOUND, False),  # staging cannot express it: Python control flow, eagerly
+        ("jax-eager", TOP_LEVEL_BOUND, True),  # `fori_loop` eagerly
+    ],
+    ids=["jax-constant", "eager-constant", "jax-traced", "eager-traced"],
+)
+def test_jax_control_flow_primitives_each_path_certifies(
+    spec: str, program: str, staged: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What docs/torch-jax.md says each path runs: JAX's own `lax.cond` and `fori_loop` (spied on,
+    never replaced) complete where the path keeps them, and the gradients are right either way."""
+    import jax
+
+    done: list[str] = []
+    for name in ("cond", "fori_loop"):
+        real = getattr(jax.lax, name)
+
+        def spy(*a: object, _real: object = real, _name: str = name, **k: object) -> object:
+            out = _real(*a, **k)  # type: ignore[operator]
+            done.append(_name)
+            return out
+
+        monkeypatch.setattr(jax.lax, name, spy)
+    case = _case(program, [0, 1], [np.array([0.1, 0.2, 0.3]), np.array(3.5)])
+    got = resolve(spec).run(case)
+    assert judge(case, got, ReferenceBackend().run(case)).status == "pass"
+    assert ("fori_loop" in done) is staged, done
+    assert ("cond" in done) is (staged and program is CONSTANT_BOUND), done
+
+
 def test_jax_paths_agree_on_maximum_where_its_mask_compares_a_recomputed_value() -> None:
     """JAX's gradient of `maximum` is a mask of `max(a, b) == a`; XLA compiled with its backend
     optimisations and fusion emitters off computed `a` twice with different rounding, and the
