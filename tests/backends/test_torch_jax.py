@@ -333,3 +333,20 @@ def test_an_in_place_op_on_a_split_element_leaves_the_tensor_combined_alone() ->
     )
     got = resolve("torch").run(case)
     assert np.allclose(got.forward[0], np.cos(np.sin(case.inputs[0])), rtol=1e-6)
+
+
+def test_jax_cache_folder_keeps_its_most_recently_used_files(tmp_path: Path) -> None:
+    """Past its cap the folder is trimmed, least recently used first, to 80% of the cap; under the
+    cap nothing is touched."""
+    import os
+
+    from gradcert.backends.jax import trim_cache
+
+    for k in range(10):  # file k used at time 1000 + k, 100 bytes each
+        f = tmp_path / f"entry{k}-cache"
+        f.write_bytes(bytes(100))
+        os.utime(f, (1000 + k, 1000 + k))
+    assert trim_cache(tmp_path, keep=1000) == 0
+    assert len(list(tmp_path.iterdir())) == 10
+    assert trim_cache(tmp_path, keep=500) == 600
+    assert sorted(f.name for f in tmp_path.iterdir()) == [f"entry{k}-cache" for k in range(6, 10)]

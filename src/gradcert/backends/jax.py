@@ -75,6 +75,8 @@ TRIP_LIMIT = 10_000
 
 # where XLA's compiled executables are kept from run to run ("off": nowhere)
 CACHE_ENV = "GRADCERT_JAX_CACHE"
+# what the folder may hold: each run of new draws (a nightly fuzz) adds to it
+CACHE_MAX_BYTES = 2 * 2**30
 
 
 def compilation_cache() -> Path | None:
@@ -86,6 +88,27 @@ def compilation_cache() -> Path | None:
     if where:
         return Path(where).expanduser()
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gradcert" / "jax"
+
+
+def trim_cache(folder: Path, keep: int = CACHE_MAX_BYTES) -> int:
+    """Where `folder` holds more than `keep` bytes, removes its least recently used files until it
+    holds at most 80% of `keep` (a margin, so that the next runs do not trim again); returns the
+    bytes removed. JAX bounds its own cache only by scanning the whole folder on every write."""
+    entries = []
+    for f in folder.glob("*"):
+        with contextlib.suppress(FileNotFoundError):  # (another process trims too)
+            st = f.stat()
+            entries.append((max(st.st_atime, st.st_mtime), st.st_size, f))
+    total = sum(size for _, size, _ in entries)
+    if total <= keep:
+        return 0
+    removed = 0
+    for _, size, f in sorted(entries, key=lambda e: e[0]):
+        if total - removed <= 0.8 * keep:
+            break
+        f.unlink(missing_ok=True)
+        removed += size
+    return removed
 
 
 def _python_flow(low: Lowering) -> bool:
@@ -300,8 +323,11 @@ class JaxBackend(ArrayApiBackend):
         # XLA's compilation is most of a case's time, and the same programs are drawn run after
         # run (certify derandomizes): executables are kept on disk, every one of them (JAX keeps
         # only those that took a second by default), keyed by the module, JAX's version and
-        # XLA's flags -- what runs is what XLA compiled for this very module
+        # XLA's flags -- what runs is what XLA compiled for this very module; the least recently
+        # used are removed past `CACHE_MAX_BYTES` as the backend starts (`trim_cache`)
         if (cache := compilation_cache()) is not None and jax.config.jax_compilation_cache_dir is None:
+            if cache.is_dir():
+                trim_cache(cache)
             jax.config.update("jax_compilation_cache_dir", str(cache))
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
             jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
