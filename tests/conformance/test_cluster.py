@@ -134,7 +134,9 @@ def test_a_worker_killed_mid_shard_loses_nothing_and_counts_nothing_twice(tmp_pa
 
 def test_a_case_that_kills_every_worker_is_a_crash(tmp_path: Path) -> None:
     args = ("--backend", "tests.mutants:KillsEveryWorker", "--isolate", "no", "--areas", "matmul")
-    r = fuzz(tmp_path, *args, "--workers", "2", "--minutes", "0.15", "--db", str(tmp_path / "db"))
+    # (a budget in which a loaded machine, starting Ray workers again after each death, still
+    # reaches a case that kills)
+    r = fuzz(tmp_path, *args, "--workers", "2", "--minutes", "0.5", "--db", str(tmp_path / "db"))
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
     recs = records(tmp_path / "r.jsonl")
     crashes = [c for c in cases(recs) if c["status"] == "crash"]
