@@ -112,8 +112,8 @@ def trim_cache(folder: Path, keep: int = CACHE_MAX_BYTES) -> int:
 
 
 def _python_flow(low: Lowering) -> bool:
-    """Control flow as Python control flow: `jax`'s eager fallback (`_JaxLowering.unroll`)."""
-    return isinstance(low, _JaxLowering) and low.unroll
+    """Control flow as Python control flow: `jax`'s eager fallback (`_JaxLowering.python_flow`)."""
+    return isinstance(low, _JaxLowering) and low.python_flow
 
 
 def _if(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
@@ -269,7 +269,7 @@ class _JaxLowering(Lowering):
     # staging cannot express runs as a user's eager code runs it, its `if` a Python `if` and its
     # loops Python loops (`lax.cond` and `scan` are certified by the cases staged); `jax-eager`
     # keeps them eagerly
-    unroll = False
+    python_flow = False
 
     def op(self, op: Operation) -> None:
         d = OPS[op.name]
@@ -350,7 +350,7 @@ class JaxBackend(ArrayApiBackend):
 
         def f(*xs: Any) -> tuple[list[Any], list[Any]]:
             low = _JaxLowering("jax", self.table, jax, kernels(jnp), case.no_grad)
-            low.unroll = self.staged == "auto" and not staged
+            low.python_flow = self.staged == "auto" and not staged
             given = {case.wrt[k]: x for k, x in zip(free, xs)}
             for i, (v, x) in enumerate(zip(case.program.inputs, case.inputs)):
                 low.env[v] = low.result(v, given[i] if i in given else np.asarray(x))
