@@ -138,7 +138,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from gradcert.conformance.api import DEFECTIVE, Status
     from gradcert.conformance.areas import AREAS
     from gradcert.conformance.check import area_of
-    from gradcert.conformance.defects import signature
     from gradcert.generators.case import Case, load_case
 
     cases: list[tuple[str, Case]] = []
@@ -163,9 +162,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
             said = f"verdict: {v.status}" + (f" ({v.oracle})" if v.oracle else "")
             print(said + (f": {v.message}" if v.message else ""))
             if v.kind:
-                print(f"signature: {signature(area.name, v.oracle, v.kind)}")
+                print(f"signature: {v.signature}")
             if v.status == Status.KNOWN:
-                k = s.known[signature(area.name, v.oracle, v.kind)]
+                k = s.known[v.signature]
                 print(f"known defect: {k.reason} ({k.case})")
             failed = failed or v.status in DEFECTIVE
     finally:
@@ -182,7 +181,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     from gradcert.conformance.api import DEFECTIVE
     from gradcert.conformance.areas import AREAS
     from gradcert.conformance.check import Request, area_of, cases_of
-    from gradcert.conformance.defects import signature
 
     if args.repeat < 1:
         raise UsageError(f"--repeat {args.repeat}: at least 1")
@@ -208,7 +206,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             if v.status in DEFECTIVE:
                 failed += 1
                 saved = s.save(case, v)
-                print(f"  signature: {signature(area.name, v.oracle, v.kind)}")
+                print(f"  signature: {v.signature}")
                 print(f"  case: {saved}\n  replay: {s.replay_command(saved)}")
     finally:
         s.close()
@@ -413,7 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     kn = sub.add_parser("known", help="write a results file's new defects as known-defect entries")
     kn.add_argument("results", metavar="RESULTS")
     kn.add_argument("--backend", required=True, help="the backend whose defects to write")
-    kn.add_argument("-o", "--folder", default="known_failures", help="folder of <backend>.toml and its cases")
+    kn.add_argument("-o", "--folder", default="known", help="folder of <backend>.toml and its cases")
     kn.set_defaults(func=cmd_known)
 
     rep = sub.add_parser("replay", parents=[judged], help="judge one saved case again")

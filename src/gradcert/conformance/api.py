@@ -81,6 +81,14 @@ class Verdict:
     expected: dict[str, Any] = field(default_factory=dict)  # input name -> gradient (lists)
     actual: dict[str, Any] = field(default_factory=dict)
     kind: str = ""  # of a failure: the kind of discrepancy (`defects.kind`)
+    # of a failure: where its defect lives, an op and its use or a construct (`localize.py`), or
+    # where it was met, for a failure no derived case shows (`defects.unlocalized`)
+    culprit: str = ""
+
+    @property
+    def signature(self) -> str:
+        """What names a failure's defect: its culprit and its kind (`defects.signature`)."""
+        return f"{self.culprit} | {self.kind}"
 
     def to_json(self) -> dict[str, Any]:
         # shallow (asdict deep-copies every gradient list, for a record that is only serialised)

@@ -42,7 +42,7 @@ from typing import Any
 
 from gradcert.conformance import runs
 from gradcert.conformance.api import FAILING, Status
-from gradcert.conformance.defects import known_defects, signature
+from gradcert.conformance.defects import known_defects, signature, unlocalized
 from gradcert.conformance.fuzz import findings_index, finish
 from gradcert.conformance.results import ResultsFile, read_records, unsupported_record
 
@@ -185,7 +185,6 @@ def judge_shard(
 def shrink_defect(opts: Options, record: dict[str, Any], count: int) -> dict[str, Any]:
     """The defect record of the failure `record` (a verdict record): its case shrunk once, as a
     certify run shrinks it, where the search drew it (a database's case is kept as it is)."""
-    from gradcert.conformance.defects import signature
     from gradcert.conformance.search import _UNSHRUNK, Found, database, draw
     from gradcert.generators.case import parse_case
     from gradcert.generators.choices import Seeded, Simplest
@@ -201,17 +200,16 @@ def shrink_defect(opts: Options, record: dict[str, Any], count: int) -> dict[str
         case, choices = parse_case(record["case"]), None
         case.area = area.name
     # (a crash or hang is not judged again here: it would kill or hold this worker)
-    v = session.verdict(area, case) if record["status"] not in _UNSHRUNK else None
+    v = session.judge(area, case) if record["status"] not in _UNSHRUNK else None
     shrunk = False
-    if v is not None and v.status in FAILING and v.kind and signature(area.name, v.oracle, v.kind) == sig:
-        if choices is not None and v.status not in _UNSHRUNK:
-            store = database(opts.db) if opts.db else None
-            case, v, shrunk = search._shrink(session, area, key, strategy(), Found(v, case, choices, count), sig, store)
+    if v is not None and v.status in FAILING and v.kind and v.signature == sig:
+        store = database(opts.db) if opts.db else None
+        case, v, shrunk = search.minimal(session, area, key, strategy, Found(v, case, choices, count), sig, store)
     else:  # (it did not fail so again: the night's own verdict and case stand)
         from gradcert.conformance.api import Verdict
 
-        v = Verdict(**{f: record[f] for f in ("status", "oracle", "message", "kind") if f in record})
-    final = signature(area.name, v.oracle, v.kind) if shrunk else sig  # (the shrink settles the role)
+        v = Verdict(**{f: record[f] for f in ("status", "oracle", "message", "kind", "culprit") if f in record})
+    final = v.signature if shrunk else sig  # (the shrink settles the role)
     session.defect(record["test_id"], area, final, case, v, count, shrunk, [sig])
     (rec,) = sink.take()
     return rec
@@ -428,7 +426,8 @@ class Driver(Writer):
             "oracle": "backend",
             "message": f"the case killed two Ray workers: {said}",
             "kind": "crash",
-            "signature": signature(area, "backend", "crash"),
+            "culprit": unlocalized(area, "backend"),
+            "signature": signature(unlocalized(area, "backend"), "crash"),
             "draw": drawn,
             "case_id": case.id,
             "case": case.to_text(),

@@ -1,29 +1,29 @@
-"""Distinct defects: what a failure is, not which program showed it.
+"""Distinct defects: what is wrong in a backend, not which program showed it.
 
-A failing case's **signature** is `oracle | area | kind`: the oracle that failed it, the area it
-was drawn for, and the kind of discrepancy, read off the verdict alone (no further run of the
-backend): None where a gradient belongs, a gradient where none belongs, a wrong value (zeros
-included), a non-finite value, a wrong shape or dtype, which invariant is broken, which exception
-type the backend raised (and its message with numbers, names and shapes blanked), crash (how the
-process died is in the message), timeout, refused, nondeterministic. Cases with
-one signature are one defect; its first case is shrunk, and the canonical form of the minimal case
-(its op skeleton with nesting: `canonical`) is shown beside the signature.
+A failing case's **signature** is `culprit | kind`:
 
-Every case is classified as it is judged, so that a run counts each defect's cases and goes on
-drawing past a known one. A wrong value's kind names where the wrong inputs flow in the case's
-run (`role`): one wrong rule of a plain op meets loops and branches in some programs, so the
-shrink of a defect's first case settles it — the smallest case that fails the same way in any
-role names the defect, and the cases of every role that shrank into it are its cases. The price
-of classifying without a shrink per case: two bugs of one backend that fail the same oracle in
-the same area in the same way (or one whose smallest case needs no loop, beside one that needs
-it) are one defect until the first is fixed. Bugs in different areas, oracles or kinds are told
-apart, which is what lets a new defect show beside a known one (tests/conformance/test_defects.py plants
-both).
+- the **kind** of discrepancy, read off the verdict alone: None where a gradient belongs, a
+  gradient where none belongs, a wrong value (zeros included), a non-finite value, a wrong shape or
+  dtype, which invariant is broken, which exception type the backend raised (its message with
+  numbers, names and shapes blanked), crash (how the process died is in the message), timeout,
+  refused, nondeterministic;
+- the **culprit**: the smallest part of the case's program whose gradient is wrong, found by
+  running derived cases through the same backend (`localize.py`): an op and how it is used (`op
+  tanh`, `op add (repeated operand)`), a use that fails with any op (`a value read twice by one
+  op`, `the no-grad set`), or a construct (`while: a loop-carried value`, `accumulation of a value
+  read by several ops (add_n of three or more)`), with `[second order]` or `[float32]` where only
+  that order or dtype fails. A failure no derived case shows keeps where it was met:
+  `unlocalized in <area> (<oracle>)`, its kind naming the role of the wrong inputs (`role`).
 
-A backend's known defects are a TOML file, `known_failures/<backend>.toml`: one `[[defect]]`
-table each, with its signature (`area`, `oracle`, `kind`), the minimal case that shows it (`case`,
-relative to `known_failures/`) and the `reason`. A failing case whose signature is a known
-defect's gets the status `known`.
+No area is in a localized signature: one bug met in twelve areas is one defect, listed with the
+areas where it showed. Cases with one signature are one defect; its minimal case is the derived
+case that showed the culprit (an unlocalized defect's first case is shrunk), and the canonical form
+of that case (`canonical`) is shown beside it.
+
+A backend's known defects are a TOML file, `<backend>.toml` in the known-defects folder
+(`known/`): one `[[defect]]` table each, with its signature (`culprit`, `kind`), the minimal case
+that shows it (`case`, relative to the folder) and the `reason`: what is wrong, in the framework's
+terms. A failing case is `known` only where its own signature is a known defect's.
 """
 
 from __future__ import annotations
@@ -36,8 +36,6 @@ from pathlib import Path
 from typing import Any
 
 from gradcert.conformance.api import Status
-
-KNOWN = Path(__file__).parent / "known_failures"
 
 # statuses whose kind is the status itself
 _PLAIN = (Status.TIMEOUT, Status.REFUSED, Status.NONDETERMINISTIC)
@@ -174,8 +172,19 @@ def _blank(text: str) -> str:
     return " ".join(first.split())[:120]
 
 
-def signature(area: str, oracle: str, kind_: str) -> str:
-    return f"{oracle} | {area} | {kind_}"
+def signature(culprit: str, kind_: str) -> str:
+    return f"{culprit} | {kind_}"
+
+
+def unlocalized(area: str, oracle: str) -> str:
+    """The culprit of a failure no derived case shows: where it was met."""
+    return f"unlocalized in {area} ({oracle or 'backend'})"
+
+
+def split(sig: str) -> tuple[str, str]:
+    """A signature's culprit and kind."""
+    culprit, _, kind_ = sig.partition(" | ")
+    return culprit, kind_
 
 
 def canonical(case: Any) -> str:
@@ -199,28 +208,35 @@ def canonical(case: Any) -> str:
 
 @dataclass(frozen=True)
 class KnownDefect:
-    area: str
-    oracle: str
+    culprit: str
     kind: str
-    case: str  # the minimal case file, relative to the known-failures folder
+    case: str  # the minimal case file, relative to the known-defects folder
     reason: str
+    area: str = ""  # the area its minimal case is judged in (read off the case file)
 
     @property
     def signature(self) -> str:
-        return signature(self.area, self.oracle, self.kind)
+        return signature(self.culprit, self.kind)
 
 
 class KnownDefectsError(ValueError):
     pass
 
 
+KNOWN = Path(__file__).resolve().parents[1] / "known"
+
+
 def known_folder() -> Path:
-    return Path(os.environ.get("GRADCERT_KNOWN_FAILURES", KNOWN))
+    return Path(os.environ.get("GRADCERT_KNOWN_DEFECTS", os.environ.get("GRADCERT_KNOWN_FAILURES", KNOWN)))
+
+
+_FIELDS = ("culprit", "kind", "case", "reason")
 
 
 def known_defects(backend: str) -> dict[str, KnownDefect]:
-    """The backend's known defects by signature (`known_failures/<backend>.toml`); a file that does
-    not parse or lacks a field is an error naming it."""
+    """The backend's known defects by signature (`known/<backend>.toml`); a file that does not
+    parse, lacks a field, names a case file that is not there or files one signature twice is an
+    error naming it."""
     path = known_folder() / f"{backend}.toml"
     if not path.exists():
         return {}
@@ -228,46 +244,65 @@ def known_defects(backend: str) -> dict[str, KnownDefect]:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise KnownDefectsError(f"{path}: {e}") from None
-    out = {}
+    out: dict[str, KnownDefect] = {}
     for n, d in enumerate(data.get("defect", []), 1):
-        missing = [k for k in ("area", "oracle", "kind", "case", "reason") if k not in d]
+        missing = [k for k in _FIELDS if k not in d]
         if missing:
             raise KnownDefectsError(f"{path}: defect {n} lacks {', '.join(missing)}")
-        k = KnownDefect(d["area"], d["oracle"], d["kind"], d["case"], d["reason"])
+        k = KnownDefect(*(str(d[f]) for f in _FIELDS))
         if not (known_folder() / k.case).exists():
             raise KnownDefectsError(f"{path}: defect {n}: no case file {k.case}")
+        object.__setattr__(k, "area", _area(known_folder() / k.case))
+        if k.signature in out:
+            raise KnownDefectsError(f"{path}: defect {n} files {k.signature!r} again")
         out[k.signature] = k
     return out
 
 
+def _area(path: Path) -> str:
+    """The area a case file names (its request's `area`), without parsing its program."""
+    import json
+
+    try:
+        return str(json.loads(path.read_text().partition("\n---\n")[2]).get("area", ""))
+    except (ValueError, AttributeError):
+        return ""
+
+
 def entries(records: Any, folder: Path, backend: str) -> str:
     """Known-defect tables (TOML) for every defect of `backend` in `records` that is not known
-    yet: one per signature, its smallest case written to `folder/<backend>/<area>-<oracle>-<id>.case`
-    (`gradcert known`, which is how a team accepts today's defects as its baseline). The reason
-    is the failure's message until someone writes a better one."""
+    yet: one per signature, its smallest case (a defect's minimal case where one is on record)
+    written to `folder/<backend>/<id>.case` (`gradcert known`, which is how a team accepts
+    today's defects as its baseline). The reason is the failure's message until someone writes
+    what is wrong."""
     smallest: dict[str, dict[str, Any]] = {}
     for r in records:
         sig = r.get("signature") or r.get("defect")
         if r.get("backend") != backend or not sig or r.get("status") == Status.KNOWN or "case" not in r:
             continue
-        if sig not in smallest or r.get("size", 0) < smallest[sig].get("size", 0):
+        if sig not in smallest or _rank(r) < _rank(smallest[sig]):
             smallest[sig] = r
     out = []
     for sig, r in sorted(smallest.items()):
-        oracle, area, kind_ = sig.split(" | ", 2)
+        culprit, kind_ = split(sig)
         from gradcert.generators.case import parse_case
 
         case = parse_case(r["case"])
-        rel = f"{backend}/{area}-{oracle}-{case.id}.case"
+        rel = f"{backend}/{case.id}.case"
         (folder / backend).mkdir(parents=True, exist_ok=True)
         (folder / rel).write_text(r["case"])
         reason = " ".join(str(r.get("message", "")).split())[:200]
         out.append(
             "[[defect]]\n"
-            f"area = {_quote(area)}\noracle = {_quote(oracle)}\nkind = {_quote(kind_)}\n"
+            f"culprit = {_quote(culprit)}\nkind = {_quote(kind_)}\n"
             f"case = {_quote(rel)}\nreason = {_quote(reason)}\n"
         )
     return "\n".join(out)
+
+
+def _rank(r: dict[str, Any]) -> tuple[bool, int]:
+    """Which record of a signature makes its known entry: a defect's minimal case first, then the smallest."""
+    return "defect" not in r, int(r.get("size", 0))
 
 
 def _quote(s: str) -> str:

@@ -39,8 +39,8 @@ class ResultsFile:
             os.close(self._fd)
             self._fd = None
 
-    def finished(self) -> Iterator[tuple[tuple[str, str], tuple[str, str, str, str]]]:
-        """((test id, draw or case id), (status, oracle, message, kind)) of every verdict already
+    def finished(self) -> Iterator[tuple[tuple[str, str], tuple[str, str, str, str, str]]]:
+        """((test id, draw or case id), (status, oracle, message, kind, culprit)) of every verdict already
         written, in order (a drawn case is named by its draw: a rerun draws it again before it has
         its text)."""
         for r in read_records([self.path]):
@@ -52,6 +52,7 @@ class ResultsFile:
                         r.get("oracle", ""),
                         r.get("message", ""),
                         r.get("kind", ""),
+                        r.get("culprit", ""),
                     ),
                 )
 

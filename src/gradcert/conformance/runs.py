@@ -271,7 +271,8 @@ def print_summary(loaded: Any, known: dict[str, Any], out: IO[str] = sys.stdout)
         ex = d.example or {}
         head = "KNOWN" if d.known else ("NEW " + d.status.upper() if d.status != Status.FAIL else "NEW")
         dtype = ex.get("dtype", "f64")
-        print(f"\n{head} {d.backend}: {d.signature}  ({dtype}; {d.cases} case(s) in {len(d.tests)} test(s))", file=out)
+        where = f"{d.cases} case(s) in {len(d.tests)} test(s) of {len(d.areas)} area(s): {', '.join(sorted(d.areas))}"
+        print(f"\n{head} {d.backend}: {d.signature}  ({dtype}; {where})", file=out)
         if d.known:
             print(f"  known: {d.known.reason}\n  on file: {d.known.case}", file=out)
         else:

@@ -34,7 +34,7 @@ from typing import Any
 
 from gradcert.conformance.api import DEFECTIVE, Status, Verdict
 from gradcert.conformance.areas import Area, tests
-from gradcert.conformance.defects import signature, unroled
+from gradcert.conformance.defects import unroled
 from gradcert.conformance.oracles import clear
 from gradcert.conformance.session import CaseFailed, Session
 from gradcert.generators.build import Generator
@@ -100,16 +100,15 @@ class Search:
         session.coverage(test_id, area, tally)
         if seen is not None and store is not None:
             _save_seen(store, key, seen)
-        # the shrink settles where a defect's wrong values arise: a role of the wrong inputs that it
-        # shrinks away was the program's, not the defect's, and the cases of both roles are one defect
+        # a localized defect's minimal case is the derived case that showed its culprit; a defect
+        # no derived case showed is shrunk, which settles the role of its wrong inputs: a role it
+        # shrinks away was the program's, and the cases of both roles are one defect
         settled: dict[str, tuple[Case, Verdict, bool, int, list[str]]] = {}
         for sig, f in found.items():
             if f.verdict.status == Status.KNOWN:
                 continue
-            case, v, shrunk = f.case, f.verdict, False
-            if self.shrink and f.choices is not None and f.verdict.status not in _UNSHRUNK:
-                case, v, shrunk = self._shrink(session, area, key, strategy(), f, sig, store)
-            final = signature(area.name, v.oracle, v.kind) if shrunk else sig
+            case, v, shrunk = self.minimal(session, area, key, strategy, f, sig, store)
+            final = v.signature if shrunk else sig
             if final in settled:
                 c, w, s, n, of = settled[final]
                 smaller = case.size() < c.size()
@@ -123,6 +122,20 @@ class Search:
                 reports.append(report)
         if reports:
             raise CaseFailed(f"{len(reports)} new defect(s)\n\n" + "\n\n".join(reports))
+
+    def minimal(
+        self, session: Session, area: Area, key: str, strategy: Callable[[], Any], f: Found, sig: str, store: Any
+    ) -> tuple[Case, Verdict, bool]:
+        """The minimal case of defect `sig` whose first case `f` holds, its verdict, and whether it
+        is smaller than the case met: a localized defect's is the derived case that showed its
+        culprit; a defect no derived case showed is shrunk (where the search drew it)."""
+        if sig in session.causes:
+            cause, v = session.causes[sig]
+            v = replace(v, status=f.verdict.status, kind=f.verdict.kind, culprit=f.verdict.culprit)
+            return replace(cause.case, area=area.name), v, True
+        if self.shrink and f.choices is not None and f.verdict.status not in _UNSHRUNK:
+            return self._shrink(session, area, key, strategy(), f, sig, store)
+        return f.case, f.verdict, False
 
     def _settings(self, key: str, db: Any, phases: list[Any]) -> Callable[[Any], Any]:
         from hypothesis import HealthCheck, seed, settings
@@ -199,11 +212,7 @@ class Search:
                 return  # (every later step passes: hypothesis stops with the smallest so far)
             v = session.verdict(area, case)
             # (in any role of the wrong inputs: the smallest case tells where the defect lives)
-            if (
-                v.kind
-                and unroled(signature(area.name, v.oracle, v.kind)) == unroled(sig)
-                and (clear(v, case.dtype) or not clearly)
-            ):
+            if v.kind and unroled(v.signature) == unroled(sig) and (clear(v, case.dtype) or not clearly):
                 if not best or case.size() <= best[-1][0].size():
                     best.append((replace(case, area=area.name), v))
                 raise CaseFailed(sig)
@@ -244,7 +253,7 @@ def database(spec: str) -> Any:
 def _group(found: dict[str, Found], area: Area, v: Verdict, case: Case | None, choices: list[int] | None) -> None:
     if case is None or not v.kind or v.status not in DEFECTIVE:
         return
-    sig = signature(area.name, v.oracle, v.kind)
+    sig = v.signature
     if sig in found:
         found[sig].count += 1
     else:

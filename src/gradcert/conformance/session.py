@@ -14,7 +14,8 @@ from gradcert.backends.reference import ReferenceBackend
 from gradcert.backends.registry import resolve
 from gradcert.conformance.api import FAILING, BackendResult, Status, Verdict
 from gradcert.conformance.areas import Area
-from gradcert.conformance.defects import canonical, kind, known_defects, signature
+from gradcert.conformance.defects import canonical, kind, known_defects, unlocalized
+from gradcert.conformance.localize import PASSED, Cache, Cause, localize
 from gradcert.conformance.isolation.runner import InProcess, Isolated, Outcome
 from gradcert.conformance.oracles import Tolerance, float32_tolerance, judge, normals
 from gradcert.conformance.oracles import reference as compare_reference
@@ -25,7 +26,7 @@ from gradcert.reference.interpreter import namespace
 if TYPE_CHECKING:
     from gradcert.generators.coverage import Tally
 
-Held = tuple[str, str, str, str]  # a verdict as a session holds it: status, oracle, message, kind
+Held = tuple[str, str, str, str, str]  # a verdict as a session holds it: status, oracle, message, kind, culprit
 AGAIN = 2  # a new failure is judged this many times more: answers that differ are nondeterministic
 
 
@@ -75,6 +76,13 @@ class Session:
         self.started: dict[str, float] = {}
         self.saved: set[Path] = set()  # case files written by this session
         self.known = known_defects(self.name)  # signature -> the backend's known defect
+        # localization (`localize.py`): derived cases' answers by structure; each failing case's
+        # cause by (case id, kind); the smallest derived case of each culprit met
+        self.localizing = True
+        self.probes = Cache()
+        self._causes: dict[tuple[str, str], Cause | None] = {}
+        self.causes: dict[str, tuple[Cause, Verdict]] = {}
+        self.localized: list[tuple[int, bool]] = []  # per failing case: backend calls, whether localized
 
     def close(self) -> None:
         self.runner.close()
@@ -105,7 +113,7 @@ class Session:
         if old is not None and (key in self.done or old[0] not in FAILING):
             # judged already (a failure from an earlier run is judged again: it may be fixed)
             verdict = Verdict(Status(old[0]), *old[1:3])
-            verdict.kind = old[3]
+            verdict.kind, verdict.culprit = old[3], old[4]
         else:
             t0 = time.perf_counter()
             verdict, timings = self._judge(area, case)
@@ -122,37 +130,80 @@ class Session:
         return self.budget is not None and time.monotonic() - start > self.budget
 
     def verdict(self, area: Area, case: Case) -> Verdict:
-        """The classified verdict on `case`, recorded nowhere (a shrink step)."""
-        return self._classify(area, case, self._judge(area, replace(case, area=area.name))[0], again=0)
+        """The classified verdict on `case`, recorded nowhere, not localized (a shrink step of a
+        defect no derived case showed: it keeps where it was met)."""
+        return self._classify(area, case, self._judge(area, replace(case, area=area.name))[0], again=0, cut=False)
 
-    def _classify(self, area: Area, case: Case, v: Verdict, again: int | None = None) -> Verdict:
-        """`v` with its kind of discrepancy; `known` where its signature is a known defect's;
-        `nondeterministic` where judging the case again gives another answer."""
+    def _classify(self, area: Area, case: Case, v: Verdict, again: int | None = None, cut: bool = True) -> Verdict:
+        """`v` with its kind of discrepancy and its culprit (`localize.py`); `known` where its
+        signature is a known defect's; `nondeterministic` where judging the case again gives
+        another kind."""
         if v.status not in FAILING:
             return v
-        v.kind = kind(v.status, v.oracle, v.message, v.actual, v.inputs, case)
-        sig = signature(area.name, v.oracle, v.kind)
-        if sig in self.known:
+        self._name(area, case, v, cut)
+        if v.signature in self.known:
             v.status = Status.KNOWN
             return v
-        answers = [sig]
+        answers = [kind(v.status, v.oracle, v.message, v.actual, v.inputs)]
         # (a hang is not judged again: each time would cost the whole timeout)
         for _ in range(0 if v.status == Status.TIMEOUT else AGAIN if again is None else again):
             w = self._judge(area, case)[0]
-            answers.append(
-                signature(area.name, w.oracle, kind(w.status, w.oracle, w.message, w.actual, w.inputs, case))
-                if w.status in FAILING
-                else w.status
-            )
+            answers.append(kind(w.status, w.oracle, w.message, w.actual, w.inputs) if w.status in FAILING else w.status)
         if len(set(answers)) > 1:
             v.message = f"answers differ when judged {len(answers)} times: {' / '.join(answers)}; first: {v.message}"
-            v.status, v.kind = Status.NONDETERMINISTIC, Status.NONDETERMINISTIC
+            v.status, v.kind, v.culprit = Status.NONDETERMINISTIC, Status.NONDETERMINISTIC, unlocalized(area.name, "")
         return v
+
+    def _name(self, area: Area, case: Case, v: Verdict, cut: bool = True) -> None:
+        """Set failing verdict `v`'s kind and culprit: localized where a derived case shows it, else
+        where it was met (its kind then names the role of the wrong inputs)."""
+        plain = kind(v.status, v.oracle, v.message, v.actual, v.inputs)
+        cause = self.cause(area, case, plain) if cut else None
+        if v.oracle == "bad_request":  # (the request, not the program, is what is judged)
+            v.kind, v.culprit = plain, "a cotangent of the wrong shape"
+        elif cause is not None:
+            v.kind, v.culprit = plain, cause.culprit
+        else:
+            v.kind = kind(v.status, v.oracle, v.message, v.actual, v.inputs, case)
+            v.culprit = unlocalized(area.name, v.oracle)
+
+    def cause(self, area: Area, case: Case, plain: str) -> Cause | None:
+        """Where `case`'s failure of kind `plain` lives (once per case and kind); None where no
+        derived case fails so, or for what is not localized: a hang (each derived case could cost
+        the timeout), a bad request (the request is the culprit), answers that vary."""
+        if not self.localizing or area.check == "bad_request" or plain in (Status.TIMEOUT, Status.NONDETERMINISTIC):
+            return None
+        key = (case.id, plain)
+        if key not in self._causes:
+            probe = replace(area, check="gradients")
+            calls = [0]
+
+            def judged(d: Case) -> tuple[str, list[str]]:
+                calls[0] += 1
+                return self._probe(probe, d)
+
+            found = localize(case, plain, judged, self.probes)
+            self._causes[key] = found
+            self.localized.append((calls[0], found is not None))
+            if found is not None:
+                sig = f"{found.culprit} | {plain}"
+                if sig not in self.causes or found.case.size() < self.causes[sig][0].case.size():
+                    self.causes[sig] = (found, self._judge(probe, found.case, known=False)[0])
+        return self._causes[key]
+
+    def _probe(self, area: Area, derived: Case) -> tuple[str, list[str]]:
+        """A derived case's judgement, for localization: the kind of its failure, or PASSED."""
+        v = self._judge(area, derived, known=False)[0]
+        if v.status not in FAILING:
+            return PASSED, []
+        return kind(v.status, v.oracle, v.message, v.actual, v.inputs), list(v.inputs)
 
     def _run(self, case: Case) -> BackendResult | Outcome:
         return self.runner.run(case)
 
-    def _judge(self, area: Area, case: Case) -> tuple[Verdict, dict[str, float]]:
+    def _judge(self, area: Area, case: Case, known: bool = True) -> tuple[Verdict, dict[str, float]]:
+        """The verdict of the oracles on `case`, unclassified; `known`: a known defect's failure
+        does not end the judging (`oracles.judge`)."""
         timings: dict[str, float] = {}
         if area.check == "bad_request":
             return self._bad_request(case), timings
@@ -186,7 +237,7 @@ class Session:
             seed=self.seed,
             exhaustive=self.exhaustive,
             xp=self.xp,
-            known=partial(self._known, area, case),
+            known=partial(self._known, area, case) if known and self.known else None,
             tol=tol,
         )
         if verdict.status == Status.PASS and area.check == "linearity" and case.cotangents is not None:
@@ -197,11 +248,9 @@ class Session:
 
     def _known(self, area: Area, case: Case, v: Verdict) -> bool:
         """Whether failure `v` on `case` is one of the backend's known defects."""
-        return (
-            bool(self.known)
-            and signature(area.name, v.oracle, kind(v.status, v.oracle, v.message, v.actual, v.inputs, case))
-            in self.known
-        )
+        w = replace(v)
+        self._name(area, case, w)
+        return w.signature in self.known
 
     def _linearity(self, case: Case, got: BackendResult, tol: Tolerance | None = None) -> Verdict:
         """g(u1) + g(u2) == g(u1 + u2): the gradients are linear in the cotangents."""
@@ -263,14 +312,14 @@ class Session:
         else:
             rec["case_id"], rec["case"] = case.id, case.to_text()
         if v.kind:
-            rec["signature"] = sig = signature(area.name, v.oracle, v.kind)
+            rec["signature"] = sig = v.signature
             if v.status == Status.KNOWN:
                 rec["known_case"] = self.known[sig].case
         if draw is not None and v.kind:
             rec["replay"] = f"gradcert replay '{test_id}[{draw}]' --backend {self.spec}{self._on()}"
         if self.results is not None:
             self.results.append(rec)
-        self.done[(test_id, draw or rec["case_id"])] = self._verdict(v.status, v.oracle, v.message, v.kind)
+        self.done[(test_id, draw or rec["case_id"])] = self._verdict(v.status, v.oracle, v.message, v.kind, v.culprit)
         self.last = rec
 
     def coverage(self, test_id: str, area: Area, tally: Tally) -> None:
@@ -312,8 +361,8 @@ class Session:
             f"{case.to_text().split('---')[0]}\nreplay: {self.replay_command(path)}"
         )
 
-    def _verdict(self, status: str, oracle: str, message: str, kind: str = "") -> Held:
-        v = (status, oracle, message, kind)
+    def _verdict(self, status: str, oracle: str, message: str, kind: str = "", culprit: str = "") -> Held:
+        v = (status, oracle, message, kind, culprit)
         return self._verdicts.setdefault(v, v)
 
     def save(self, case: Case, v: Verdict) -> Path:

@@ -107,14 +107,16 @@ def matrix(records: list[dict[str, Any]]) -> dict[str, dict[str, Counter[str]]]:
 
 @dataclass
 class Defect:
+    """One cause (`defects.py`): the signature its cases share, where it showed, how often."""
+
     signature: str
     backend: str
-    area: str
-    oracle: str
+    culprit: str
     kind: str
     status: str  # known, or the failing status of its cases (fail, error, refused, nondeterministic, ...)
     cases: int = 0
     tests: set[str] = field(default_factory=set)
+    areas: set[str] = field(default_factory=set)  # where its cases were met
     example: dict[str, Any] | None = None  # the smallest record showing it: a shrunk defect, else a case
     known: Any = None  # the KnownDefect, for a known one
 
@@ -132,9 +134,9 @@ def defects(loaded: Loaded, known: dict[str, dict[str, Any]] | None = None) -> l
     def get(r: dict[str, Any], sig: str) -> Defect:
         key = (r["backend"], sig)
         if key not in out:
-            oracle, area, kind = (sig.split(" | ", 2) + ["", ""])[:3]
+            culprit, _, kind = sig.partition(" | ")
             k = (known or {}).get(r["backend"], {}).get(sig)
-            out[key] = Defect(sig, r["backend"], area, oracle, kind, r["status"], known=k)
+            out[key] = Defect(sig, r["backend"], culprit, kind, r["status"], known=k)
         return out[key]
 
     for r in loaded.cases:
@@ -143,6 +145,7 @@ def defects(loaded: Loaded, known: dict[str, dict[str, Any]] | None = None) -> l
             d = get(r, sig)
             d.cases += 1
             d.tests.add(r["test_id"])
+            d.areas.add(r.get("area", ""))
             if r["status"] == Status.NONDETERMINISTIC:
                 d.status = Status.NONDETERMINISTIC
             if d.example is None or r.get("size", 0) < d.example.get("size", 0):
@@ -221,6 +224,7 @@ def summary(records: list[dict[str, Any]], loaded: Loaded | None = None) -> dict
                 "status": Status.KNOWN if d.known else d.status,
                 "cases": d.cases,
                 "tests": sorted(d.tests),
+                "areas": sorted(d.areas),
                 "replay": (d.example or {}).get("replay"),
                 "case_file": (d.example or {}).get("case_file"),
                 "known_case": d.known.case if d.known else None,

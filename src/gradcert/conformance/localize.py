@@ -1,0 +1,639 @@
+"""Localization: the smallest part of a failing case's program whose gradient is wrong.
+
+A failing case names where a test stood; a defect is what is wrong in the backend. To tell them
+apart, a failing case's program is cut into derived cases — each run through the same backend by
+the Backend protocol alone, judged by the same oracles — and the smallest one that fails the same
+way names the culprit:
+
+1. **One op**, on the operand values the case's run gave it (the first time it ran: a loop body's
+   op on its first trip's values), its results differentiated with respect to its operands under
+   random cotangents. An op whose operands are a vector comes with the `combine` that makes it.
+   A failing op is then told apart from a mechanism it was used in (`refine`): the same use with
+   two other ops of its family (a value read twice, in place, a stop-gradient operand, the no-grad
+   set, explicit cotangents) fails too where the mechanism is at fault, and the op itself without
+   the use (distinct operands, its out-of-place form) fails where its own rule is.
+2. **One region** (`if`, `while`), innermost first, as its own program with its operands and the
+   values its blocks capture as inputs: a construct (a branch's backward, a captured value's
+   accumulation across a loop's trips, a loop-carried value and its stack).
+3. **A value's fan-out**: the ops that read one value, together: the accumulation of its
+   cotangents (`add`, or `add_n` for three or more).
+4. **A window** of consecutive top-level ops, shortest first: what needs several ops to fail (two
+   loops one after the other, say), named by the window's top-level ops.
+
+"Fails the same way" is the same kind of discrepancy (`defects.kind`, without the role of the
+wrong inputs): a wrong value, a gradient where none belongs, an exception of one type and message,
+a crash. A derived case the backend refuses is no evidence either way; a case none of whose derived
+cases fails the same way is not localized, and keeps the signature of where it was met.
+
+The second order matters where the op's first-order case passes and its second-order case fails;
+float32 where the op's float64 twin passes.
+
+Probes are cached by their structure (the program's text with its values left out): a structure
+that passed once is taken to pass; one that failed is run again on this case's values, so that a
+value-dependent failure of one op never takes the blame for another op's bug.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gradcert.generators.case import Case
+from gradcert.reference.autodiff.gradients import first_order
+from gradcert.reference.interpreter import Interpreter, to_numpy
+from gradcert.reference.ir import Block, Operation, Program, Value, captures
+from gradcert.reference.ir.printer import print_program
+from gradcert.reference.ir.types import TensorType, VectorType, is_differentiable, xp_dtype
+from gradcert.reference.ir.verifier import verify
+from gradcert.reference.ops import OPS
+
+# a probe's answer: the kind of its failure, PASSED, or REFUSED (the backend cannot express it)
+PASSED = ""
+REFUSED = "refused derived case"
+
+# a derived case's judgement: the kind of its failure (or PASSED, REFUSED) and its wrong inputs
+Probe = Callable[[Case], tuple[str, list[str]]]
+
+# the alternatives a failing op's use is tried with, by (family, in place); two must fail for the
+# use, not the op, to be the culprit
+_ALTERNATIVES = {
+    ("unary", False): ("tanh", "sin", "sigmoid"),
+    ("unary", True): ("tanh_", "sin_", "sigmoid_"),
+    ("binary", False): ("multiply", "add", "subtract"),
+    ("binary", True): ("multiply_", "add_", "subtract_"),
+}
+
+# what a use names when it is the culprit, not the op
+USES = {
+    "repeated operand": "a value read twice by one op",
+    "in place": "an in-place op",
+    "broadcasting": "broadcasting",
+    "stop_gradient operand": "a stop_gradient value",
+    "stop_gradient result": "a stop_gradient value",
+    "no-grad set": "the no-grad set",
+    "explicit cotangents": "explicit cotangents (grad_outputs)",
+}
+
+# ops never probed alone: constants, terminators, forward-only bookkeeping
+_SKIP = {"full", "yield", "combine"}
+
+
+@dataclass
+class Cause:
+    """Where a failing case's defect lives: `culprit` (an op and how it is used, or a construct),
+    and the derived case that shows it alone (the defect's minimal case)."""
+
+    culprit: str
+    case: Case
+    probes: int = 0  # backend calls spent finding it
+
+
+@dataclass
+class Cache:
+    """Probe answers by structure, and refined culprits, for one backend (one session)."""
+
+    passed: set[str] = field(default_factory=set)
+    failed: set[str] = field(default_factory=set)
+    culprits: dict[tuple[str, str, str], str] = field(default_factory=dict)
+
+
+def localize(case: Case, kind: str, probe: Probe, cache: Cache | None = None, budget: int = 48) -> Cause | None:
+    """The culprit of `case`'s failure of `kind` (without its role), by at most `budget` derived
+    cases run through `probe`; None where no derived case fails the same way."""
+    try:
+        cut = _Cutter(case)
+    except Exception:  # the reference cannot run it: nothing to cut at
+        return None
+    return _Search(cut, kind, probe, cache or Cache(), budget).search()
+
+
+class _Search:
+    def __init__(self, cut: _Cutter, kind: str, probe: Probe, cache: Cache, budget: int) -> None:
+        self.cut, self.kind, self._probe, self.cache, self.budget = cut, kind, probe, cache, budget
+        self.calls = 0
+        self.trust, self.skipped = True, 0  # structures that passed before are taken to pass
+        self.last_wrong: list[str] = []  # the wrong inputs of the last derived case judged
+
+    def search(self) -> Cause | None:
+        """`run`, and where it finds nothing while structures that passed before were taken to
+        pass, `run` again judging them on this case's values (a value-dependent failure)."""
+        found = self.run()
+        if found is None and self.skipped:
+            self.trust, self.skipped = False, 0
+            found = self.run()
+        return found
+
+    def fails(self, derived: Case | None, spend: bool = True) -> bool:
+        """Whether `derived` fails the way the case does (cached by structure: see the module).
+        `spend`: counts against the budget (the search for a culprit does; naming a found one
+        does not: it is bounded by its own few variations)."""
+        if derived is None or (spend and self.calls >= self.budget):
+            return False
+        key = _structure(derived)
+        if self.trust and key in self.cache.passed:
+            self.skipped += 1
+            return False
+        self.calls += 1
+        got, self.last_wrong = self._probe(derived)
+        if got == self.kind:
+            self.cache.failed.add(key)
+            return True
+        if got == PASSED:
+            self.cache.passed.add(key)
+        return False
+
+    def run(self, phases: Sequence[str] = ("outputs", "ops", "regions", "fanouts", "windows")) -> Cause | None:
+        cut = self.cut
+        if "outputs" in phases:
+            for x in cut.passed_through():
+                derived = cut.window([], [x])
+                if self.fails(derived):
+                    assert derived is not None
+                    uses = [w for w, on in (("in the no-grad set", derived.no_grad), ("stop_gradient", x.stop_gradient)) if on]
+                    return self.found(lambda: "an input returned as an output" + (f" ({', '.join(uses)})" if uses else ""), derived)
+        if "ops" in phases:
+            for op in cut.ops():
+                derived = cut.single(op)
+                if self.fails(derived):
+                    assert derived is not None
+                    return self.found(lambda: self.refine(op, derived), derived)
+        if "regions" in phases:
+            for op in sorted(cut.regions(), key=_depth, reverse=True):
+                derived = cut.region(op)
+                if self.fails(derived):
+                    assert derived is not None
+                    return self.found(lambda: self.construct(op, derived), derived)
+        if "fanouts" in phases:
+            for _, users in cut.fanouts():
+                derived = cut.window(users)
+                if self.fails(derived):
+                    assert derived is not None
+                    how = "add_n of three or more" if len(users) >= 3 else "add of two"
+                    return self.found(lambda: f"accumulation of a value read by several ops ({how})", derived)
+        if "windows" in phases:
+            top = [op for op in cut.case.program.block.ops if op.name not in _SKIP]
+            for length in range(2, len(top) + 1):
+                for start in range(len(top) - length + 1):
+                    window = top[start : start + length]
+                    derived = cut.window(window)
+                    if self.fails(derived):
+                        assert derived is not None
+                        return self.found(lambda: "ops " + " ".join(op.name for op in window), derived)
+        return None
+
+    def found(self, name: Callable[[], str], derived: Case) -> Cause:
+        """The cause shown by failing `derived`: at the second order, where its first order passes,
+        an op of its first-order program (the reference's backward of it) that fails alone at the
+        first order is the culprit (a wrong rule met through another op's backward); else the
+        culprit `name` gives, tagged with the order and dtype where only they fail."""
+        tags = []
+        if derived.order == 2 and not self.fails(self.cut.first(derived), spend=False):
+            inner = self.through_first_order(derived)
+            if inner is not None:
+                inner.probes = self.calls
+                return inner
+            tags.append("second order")
+        culprit = name()
+        if derived.dtype == "f32" and not self.fails(derived.widened(), spend=False):
+            tags.append("float32")
+        return Cause(culprit + (f" [{', '.join(tags)}]" if tags else ""), derived, self.calls)
+
+    def through_first_order(self, derived: Case) -> Cause | None:
+        """The culprit of second-order case `derived` among the ops and fan-outs of its first-order
+        program, each judged alone at the first order."""
+        if derived.no_grad:
+            return None
+        try:
+            q, feeds = first_order(derived.program, derived.output_values, derived.wrt_values, derived.cotangents)
+            case = Case(q, [*derived.inputs, *feeds], list(range(len(q.outputs))), derived.wrt,
+                        derived.cotangents2, [], derived.area)
+            inner = _Search(_Cutter(case), self.kind, self._probe, self.cache, self.budget)
+        except Exception:
+            return None
+        inner.calls = self.calls
+        found = inner.run(("ops", "fanouts"))
+        self.calls = inner.calls
+        return found
+
+    # --- naming -------------------------------------------------------------------------------
+    def refine(self, op: Operation, derived: Case) -> str:
+        """The culprit of a failing one-op case: the op with the uses its failure needs, or the use
+        itself where other ops fail the same way in it."""
+        uses = self.cut.uses(op, derived)
+        key = (op.name, ",".join(uses), self.kind)
+        if key in self.cache.culprits:
+            return self.cache.culprits[key]
+        culprit = self._refine(op, derived, uses)
+        self.cache.culprits[key] = culprit
+        return culprit
+
+    def _refine(self, op: Operation, derived: Case, uses: list[str]) -> str:
+        d = OPS[op.name]
+        inplace = d.autodiff.inplace_of is not None
+        others = [n for n in _ALTERNATIVES.get((d.drawing.family, inplace), ()) if n != op.name]
+        if "repeated operand" in uses:  # (x - x and x / x have gradients that no cotangent changes)
+            others = [n for n in others if n.rstrip("_") not in ("subtract", "divide")]
+        others = others[:2]
+        if others:  # the same use with other ops of the family
+            alternatives = [self.cut.renamed(derived, n) for n in others]
+        else:  # no op of the family takes its place: plain unary ops on its first operand
+            alternatives = [self.cut.unary(derived, n) for n in ("tanh", "sin")]
+        needed = []
+        for use in uses:
+            plain = self.cut.without_use(derived, use)
+            if plain is None or not self.fails(plain, spend=False):
+                needed.append(use)
+        if alternatives and all(a is not None and self.fails(a, spend=False) for a in alternatives):
+            # not the op's rule: something every op meets (plain ops, with none of its uses, fail
+            # too), the uses it needs, or every op of its family
+            plain = [self.cut.unary(derived, "tanh", False), self.cut.unary(derived, "sin", False)]
+            plain.append(self.cut.binary(derived))
+            if all(o is not None and self.fails(o, spend=False) for o in plain):
+                if derived.cotangents is not None and not self.fails(self.cut.without_cotangents(derived), spend=False):
+                    return USES["explicit cotangents"]
+                return "every op"
+            named = list(dict.fromkeys(USES[u] for u in needed))
+            return " and ".join(named) if named else f"every {d.drawing.family} op"
+        name = d.autodiff.base if inplace and "in place" not in needed and d.autodiff.base else op.name
+        return f"op {name}" + (f" ({', '.join(needed)})" if needed else "")
+
+    def construct(self, op: Operation, derived: Case) -> str:
+        """A failing region's construct: which of its inputs' gradients are wrong (captured by its
+        blocks or carried by a loop), and the regions nested in it."""
+        carried, captured = self.cut.region_roles(op, derived)
+        wrong = set(self.last_wrong)
+        parts = []
+        if op.name == "while":
+            if wrong & captured:
+                parts.append("a captured value's accumulation across trips")
+            if wrong & carried:
+                parts.append("a loop-carried value")
+        elif wrong & captured:
+            parts.append("a value a branch reads")
+        inner = sorted({o.name for b in op.blocks for o in b.walk() if o.blocks})
+        what = f"{op.name}" + (f" with nested {', '.join(inner)}" if inner else "")
+        return what + (f": {' and '.join(parts)}" if parts else "")
+
+
+def _depth(op: Operation) -> int:
+    n, b = 0, op.parent
+    while b is not None and b.parent is not None:
+        n, b = n + 1, b.parent.parent
+    return n
+
+
+def _structure(case: Case) -> str:
+    """A derived case without its values: what the cache keys."""
+    return f"{case.area}|{case.order}|{len(case.no_grad)}|{case.cotangents is None}|" + print_program(case.program)
+
+
+class _Cutter:
+    """Derived cases of one case: its values at every point of its run, and programs cut from it."""
+
+    def __init__(self, case: Case) -> None:
+        self.case = case
+        program = case.program
+        every = [*program.inputs]
+        for op in program.walk():
+            every += op.results
+            for b in op.blocks:
+                every += b.args
+        every = [v for v in every if isinstance(v.type, TensorType)]  # (a derived case's inputs are tensors)
+        interp = Interpreter(record=False, keep=frozenset(every))
+        interp.run(program, [np.array(x, copy=True) for x in case.inputs])
+        self.values: dict[Value, np.ndarray] = {v: to_numpy(xs[0]) for v, xs in interp.kept.items() if xs}
+        self.rng = np.random.default_rng(int(case.id, 16))
+
+    # --- what to cut ----------------------------------------------------------------------------
+    def ops(self) -> Iterable[Operation]:
+        """Every op that computes, in program order (top level first, then inside regions)."""
+        program = self.case.program
+        nested = []
+        for op in program.block.ops:
+            if not op.blocks:
+                yield from self._probeable([op])
+            else:
+                nested.append(op)
+        for op in nested:
+            yield from self._probeable([o for o in op.walk() if o is not op and not o.blocks])
+
+    def _probeable(self, ops: Iterable[Operation]) -> Iterable[Operation]:
+        for op in ops:
+            d = OPS[op.name]
+            if op.name in _SKIP or d.autodiff.forward_only or d.execution.effects:
+                continue
+            if any(is_differentiable(r.type) for r in op.results):
+                yield op
+
+    def passed_through(self) -> list[Value]:
+        """The differentiated outputs that are the program's inputs themselves."""
+        program = self.case.program
+        return list(dict.fromkeys(v for v in self.case.output_values if v in program.inputs and is_differentiable(v.type)))
+
+    def regions(self) -> list[Operation]:
+        return [op for op in self.case.program.walk() if op.blocks]
+
+    def fanouts(self) -> Iterable[tuple[Value, list[Operation]]]:
+        """Top-level values read by two or more top-level ops (or twice by one), with their readers."""
+        block = self.case.program.block
+        for v in [*block.args, *(r for op in block.ops for r in op.results)]:
+            users = [u for u in dict.fromkeys(v.uses) if u.parent is block and u.name != "yield"]
+            users.sort(key=block.ops.index)
+            reads = sum(u.operands.count(v) for u in users)
+            if is_differentiable(v.type) and reads >= 2 and len(users) >= 2:
+                yield v, users
+
+    # --- derived cases -------------------------------------------------------------------------
+    def single(self, op: Operation) -> Case | None:
+        ops = [op]
+        for v in op.operands:  # a vector operand comes with the combine that makes it
+            if isinstance(v.type, VectorType) and v.op is not None and v.op.name == "combine":
+                ops.insert(0, v.op)
+        return self.window(ops)
+
+    def region(self, op: Operation) -> Case | None:
+        """The region op alone, with the ops that compute only its branch condition (they are its
+        bookkeeping, not differentiated: a condition computed in the program, not fed)."""
+        ops = [op]
+        block = op.parent
+        if op.name == "if" and block is not None:
+            wanted = {op.operands[0]}
+            for o in reversed(block.ops[: block.ops.index(op)]):
+                if o.results and all(r in wanted and all(u in ops for u in r.uses) for r in o.results):
+                    ops.insert(0, o)
+                    wanted.update(o.operands)
+        return self.window(ops)
+
+    def window(self, ops: Sequence[Operation], extra: Sequence[Value] = ()) -> Case | None:
+        """The case of `ops` (one block's, in order) alone: the values they read from elsewhere as
+        inputs, at what the case's run gave them; their results read elsewhere (or, where none
+        is, all of them) as outputs, differentiated under random cotangents."""
+        inside: set[Value] = set()
+        reads: dict[Value, None] = dict.fromkeys(extra)
+        for op in ops:
+            for v in [*op.operands, *captures(op.blocks)]:
+                if v not in inside:
+                    reads.setdefault(v, None)
+            inside.update(op.results)
+        if any(not isinstance(v.type, TensorType) or v not in self.values for v in reads):
+            return None
+        chosen = set(ops)
+        results = [r for op in ops for r in op.results if is_differentiable(r.type) and isinstance(r.type, TensorType)]
+        outs = [r for r in results if r in self.case.program.outputs or any(u not in chosen for u in r.uses)]
+        outs = [*extra, *(outs or results)]
+        if not outs:
+            return None
+        program = Program()
+        values: dict[Value, Value] = {}
+        for k, v in enumerate(reads):
+            new = Value(v.type, f"x{k}", v.stop_gradient)
+            new.owner = program.block
+            program.block.args.append(new)
+            values[v] = new
+        for op in ops:
+            program.block.append(_copy(op, values))
+        program.outputs = [values[r] for r in outs]
+        inputs = [np.array(self.values[v], copy=True) for v in reads]
+        return self.request(program, inputs, [values[v] for v in self.case.no_grad if v in values])
+
+    def request(self, program: Program, inputs: list[np.ndarray], no_grad: list[Value]) -> Case | None:
+        case = self.case
+        try:
+            verify(program)
+        except Exception:
+            return None
+        outputs = list(range(len(program.outputs)))
+        if case.area == "append_backward":  # (one loss, its default cotangent)
+            outputs = outputs[-1:]
+        wrt = [k for k, v in enumerate(program.inputs) if is_differentiable(v.type)]
+        if not wrt:
+            return None
+        cotangents = None
+        if case.area != "append_backward":
+            cotangents = [self._normal(program.outputs[i]) for i in outputs]
+        derived = Case(program, inputs, outputs, wrt, cotangents, no_grad, case.area)
+        return self.second(derived) if case.order == 2 else derived
+
+    def second(self, derived: Case) -> Case | None:
+        """`derived` at the second order, with random second cotangents."""
+        try:
+            q, _ = first_order(
+                derived.program, derived.output_values, derived.wrt_values, derived.cotangents, derived.no_grad
+            )
+        except Exception:
+            return None
+        if not q.outputs:
+            return None
+        return Case(
+            derived.program,
+            derived.inputs,
+            derived.outputs,
+            derived.wrt,
+            derived.cotangents,
+            derived.no_grad,
+            derived.area,
+            order=2,
+            cotangents2=[self._normal(v) for v in q.outputs],
+        )
+
+    def first(self, derived: Case) -> Case:
+        return Case(
+            derived.program,
+            derived.inputs,
+            derived.outputs,
+            derived.wrt,
+            derived.cotangents,
+            derived.no_grad,
+            derived.area,
+        )
+
+    def _normal(self, v: Value) -> np.ndarray:
+        t = v.type
+        assert isinstance(t, TensorType)
+        return np.asarray(self.rng.standard_normal(t.shape), dtype=xp_dtype(np, t.dtype))
+
+    # --- variations of a one-op case -----------------------------------------------------------
+    def uses(self, op: Operation, derived: Case) -> list[str]:
+        """How the op is used in its derived case."""
+        d = OPS[op.name]
+        dop = derived.program.block.ops[-1]
+        out = []
+        tensors = [v for v in dop.operands if isinstance(v.type, TensorType)]
+        if len(set(dop.operands)) < len(dop.operands):
+            out.append("repeated operand")
+        if d.drawing.family == "binary" and len({v.type.shape for v in tensors}) > 1:  # type: ignore[attr-defined]
+            out.append("broadcasting")
+        if d.autodiff.inplace_of is not None:
+            out.append("in place")
+        if any(v.stop_gradient for v in dop.operands):
+            out.append("stop_gradient operand")
+        if any(r.stop_gradient for r in dop.results):
+            out.append("stop_gradient result")
+        if derived.no_grad:
+            out.append("no-grad set")
+        return out
+
+    def renamed(self, derived: Case, name: str) -> Case | None:
+        """`derived` (one op) with the op replaced by `name`, its operands and their values kept."""
+        program = derived.program
+        dop = program.block.ops[-1]
+        if dop.attrs and OPS[name].signature.attrs:
+            return None
+        values: dict[Value, Value] = {}
+        new = Program()
+        for v in program.inputs:
+            values[v] = c = Value(v.type, v.name, v.stop_gradient)
+            c.owner = new.block
+            new.block.args.append(c)
+        for op in program.block.ops[:-1]:
+            new.block.append(_copy(op, values))
+        try:
+            results = [Value(r.type, None, r.stop_gradient) for r in dop.results]
+            out = Operation(name, [values[v] for v in dop.operands], results)
+            types = OPS[name].infer([v.type for v in out.operands], {}, [])
+        except Exception:
+            return None
+        if types != [r.type for r in dop.results]:
+            return None
+        new.block.append(out)
+        new.outputs = list(out.results)
+        return self._again(derived, new)
+
+    def unary(self, derived: Case, name: str, uses: bool = True) -> Case | None:
+        """One `name` op on `derived`'s first differentiable input, its value kept; `uses`: with
+        the stop_gradient flags and no-grad set of the op's use (else plain)."""
+        program = derived.program
+        # (the input a use is about first: a stop_gradient one, one in the no-grad set)
+        able = [k for k, v in enumerate(program.inputs) if is_differentiable(v.type)]
+        able.sort(key=lambda k: not (program.inputs[k].stop_gradient or program.inputs[k] in derived.no_grad))
+        if not able:
+            return None
+        first = able[0]
+        v = program.inputs[first]
+        new = Program()
+        x = Value(v.type, v.name, v.stop_gradient and uses)
+        x.owner = new.block
+        new.block.args.append(x)
+        stopped = uses and any(r.stop_gradient for r in program.block.ops[-1].results)
+        op = Operation(name, [x], [Value(v.type, None, stopped)])
+        new.block.append(op)
+        new.outputs = list(op.results)
+        no_grad = [x] if uses and v in derived.no_grad else []
+        out = Case(new, [np.array(derived.inputs[first], copy=True)], [0], [0],
+                   None if derived.cotangents is None else [self._normal(op.results[0])], no_grad, derived.area)
+        return self.second(out) if derived.order == 2 else out
+
+    def binary(self, derived: Case) -> Case | None:
+        """`multiply` of `derived`'s first differentiable input and a copy of it, a distinct input."""
+        program = derived.program
+        first = next((k for k, v in enumerate(program.inputs) if is_differentiable(v.type)), None)
+        if first is None:
+            return None
+        v = program.inputs[first]
+        new = Program()
+        for name in ("a", "b"):
+            x = Value(v.type, name)
+            x.owner = new.block
+            new.block.args.append(x)
+        op = Operation("multiply", list(new.block.args), [Value(v.type)])
+        new.block.append(op)
+        new.outputs = list(op.results)
+        x = derived.inputs[first]
+        out = Case(new, [np.array(x, copy=True), np.flip(x).copy()], [0], [0, 1],
+                   None if derived.cotangents is None else [self._normal(op.results[0])], [], derived.area)
+        return self.second(out) if derived.order == 2 else out
+
+    def without_use(self, derived: Case, use: str) -> Case | None:
+        """`derived` without `use`: distinct operands for a repeated one, the out-of-place op for
+        an in-place one, no stop_gradient flags, no no-grad set; None where it cannot go."""
+        program = derived.program
+        dop = program.block.ops[-1]
+        if use == "no-grad set":
+            return Case(
+                program, derived.inputs, derived.outputs, derived.wrt, derived.cotangents, [], derived.area,
+                order=derived.order, cotangents2=derived.cotangents2,
+            )
+        new = Program()
+        values: dict[Value, Value] = {}
+        inputs = []
+        for v, x in zip(program.inputs, derived.inputs):
+            values[v] = c = Value(v.type, v.name, v.stop_gradient and use != "stop_gradient operand")
+            c.owner = new.block
+            new.block.args.append(c)
+            inputs.append(x)
+        for op in program.block.ops[:-1]:
+            new.block.append(_copy(op, values))
+        operands = [values[v] for v in dop.operands]
+        name = dop.name
+        if use == "repeated operand":
+            seen: set[Value] = set()
+            for k, v in enumerate(operands):
+                if v in seen:  # a fresh input with the same value
+                    c = Value(v.type, f"r{k}", v.stop_gradient)
+                    c.owner = new.block
+                    new.block.args.append(c)
+                    inputs.append(np.array(inputs[new.block.args.index(v)], copy=True))
+                    operands[k] = v = c
+                seen.add(v)
+        elif use == "in place":
+            base = OPS[name].autodiff.base
+            if base is None:
+                return None
+            name = base
+        elif use not in ("stop_gradient operand", "stop_gradient result"):
+            return None
+        results = [Value(r.type, None, r.stop_gradient and use != "stop_gradient result") for r in dop.results]
+        out = Operation(name, operands, results, dict(dop.attrs))
+        new.block.append(out)
+        new.outputs = list(out.results)
+        return self._again(derived, new, inputs)
+
+    def without_cotangents(self, derived: Case) -> Case:
+        return Case(
+            derived.program, derived.inputs, derived.outputs, derived.wrt, None, derived.no_grad, derived.area,
+            order=derived.order, cotangents2=derived.cotangents2,
+        )
+
+    def _again(self, derived: Case, program: Program, inputs: list[np.ndarray] | None = None) -> Case | None:
+        """A request like `derived`'s on `program`."""
+        inputs = derived.inputs if inputs is None else inputs
+        try:
+            verify(program)
+        except Exception:
+            return None
+        wrt = [k for k, v in enumerate(program.inputs) if is_differentiable(v.type)]
+        cots = None if derived.cotangents is None else [self._normal(v) for v in program.outputs]
+        no_grad = [program.inputs[k] for k, v in enumerate(derived.program.inputs) if v in derived.no_grad]
+        out = Case(program, [np.array(x, copy=True) for x in inputs], list(range(len(program.outputs))), wrt, cots,
+                   no_grad, derived.area)
+        return self.second(out) if derived.order == 2 else out
+
+    def region_roles(self, op: Operation, derived: Case) -> tuple[set[str], set[str]]:
+        """The names of the derived case's inputs a region carries (a loop's operands) and captures."""
+        dop = derived.program.block.ops[-1]
+        carried = {v.name for v in dop.operands if v.name} if op.name == "while" else set()
+        captured = {v.name for v in dop.captures() if v.name}
+        return carried - captured, captured
+
+
+def _copy(op: Operation, values: dict[Value, Value]) -> Operation:
+    """A deep copy of `op` whose operands are read through `values` (which gains its results)."""
+
+    def block(b: Block) -> Block:
+        nb = Block(b.label, [_fresh(a, values) for a in b.args])
+        for o in b.ops:
+            nb.append(_copy(o, values))
+        return nb
+
+    blocks = [block(b) for b in op.blocks]
+    new = Operation(op.name, [values[v] for v in op.operands], [_fresh(r, values) for r in op.results], op.attrs, blocks)
+    return new
+
+
+def _fresh(v: Value, values: dict[Value, Value]) -> Value:
+    values[v] = c = Value(v.type, None, v.stop_gradient)
+    return c
+
