@@ -212,6 +212,47 @@ class WrongSinRule(Mutant):
         return vjp_wrapped("sin", lambda vjp, ctx, op, cts, needed: [ctx.neg(v) for v in vjp(ctx, op, cts, needed)])
 
 
+class WrongCosRule(Mutant):
+    """d cos(x) = sin(x) (the sign dropped)."""
+
+    name = "wrong-cos-rule"
+
+    def patches(self) -> Any:
+        return vjp_wrapped("cos", lambda vjp, ctx, op, cts, needed: [ctx.neg(v) for v in vjp(ctx, op, cts, needed)])
+
+
+class WrongSinAndCosRules(Mutant):
+    """Two bugs of one kind (a wrong value) in two ops: `sin`'s rule and `cos`'s rule negated. With
+    tests/known/wrong-sin-and-cos-rules.toml, `sin`'s is known and `cos`'s new."""
+
+    name = "wrong-sin-and-cos-rules"
+
+    @contextmanager
+    def patches(self) -> Iterator[None]:
+        with WrongSinRule.patches(self), WrongCosRule.patches(self):  # type: ignore[arg-type]
+            yield
+
+
+class RepeatedNotAccumulated(Mutant):
+    """The gradient of a value read twice by one op is not accumulated: the second operand's
+    contribution is lost (in every binary op: a mechanism of the backward, not one op's rule)."""
+
+    name = "repeated-not-accumulated"
+
+    @contextmanager
+    def patches(self) -> Iterator[None]:
+        from gradcert.reference.ops.vjp import ZERO
+
+        def wrap(vjp: Any, ctx: Any, op: Any, cts: Any, needed: Any) -> Any:
+            out = vjp(ctx, op, cts, needed)
+            return [out[0], ZERO] if len(op.operands) == 2 and op.operands[0] is op.operands[1] else out
+
+        with ExitStack() as stack:
+            for name in [n for n, o in OPS.items() if o.drawing.family == "binary"]:
+                stack.enter_context(vjp_wrapped(name, wrap))
+            yield
+
+
 class CrashOnNesting(Mutant):
     """Aborts the process on nested control flow."""
 
@@ -265,25 +306,45 @@ class ZerosForUnreachableInLoops(_ZerosWhereOpIs):
     block_op = "while"
 
 
-class KnownAndNewInLoops(ZerosForUnreachableInLoops, ForgetLoopAccumulation):
-    """Two defects inside loops: the zeros above, on file as known (tests/known/), and a new one,
-    the accumulation of a captured value's cotangent across trips forgotten."""
+class WrongExpRule(Mutant):
+    """d exp(x) = 2 exp(x)."""
+
+    name = "wrong-exp-rule"
+
+    def patches(self) -> Any:
+        return vjp_wrapped("exp", lambda vjp, ctx, op, cts, needed: [ctx.scale(v, scale=2.0) for v in vjp(ctx, op, cts, needed)])
+
+
+class KnownAndNewInLoops(ForgetLoopAccumulation):
+    """Two wrong values in loop programs: `exp`'s rule, on file as known (tests/known/), and a new
+    one, the accumulation of a captured value's cotangent across trips forgotten."""
 
     name = "known-and-new-in-loops"
 
-    def patches(self) -> Any:
-        return ForgetLoopAccumulation.patches(self)
+    @contextmanager
+    def patches(self) -> Iterator[None]:
+        with ForgetLoopAccumulation.patches(self), WrongExpRule.patches(self):  # type: ignore[arg-type]
+            yield
 
 
 class ZerosInIfs(_ZerosWhereOpIs):
-    """... in programs with an `if`: a known defect of `KnownAndNewInIfs`."""
+    """... in programs with an `if`."""
 
     name = "zeros-in-ifs"
     block_op = "if"
 
 
-class KnownAndNewInIfs(ZerosInIfs):
-    """Two defects in `if` programs: the zeros above, on file as known (tests/known/), and a new
+class WrongTanhRule(Mutant):
+    """d tanh(x) = 2 (1 - tanh(x)^2)."""
+
+    name = "wrong-tanh-rule"
+
+    def patches(self) -> Any:
+        return vjp_wrapped("tanh", lambda vjp, ctx, op, cts, needed: [ctx.scale(v, scale=2.0) for v in vjp(ctx, op, cts, needed)])
+
+
+class KnownAndNewInIfs(Mutant):
+    """Two wrong values in `if` programs: `tanh`'s rule, on file as known (tests/known/), and a new
     one: the rule of every unary elementwise op is negated where the op lies inside a branch."""
 
     name = "known-and-new-in-ifs"
@@ -297,7 +358,14 @@ class KnownAndNewInIfs(ZerosInIfs):
         with ExitStack() as stack:
             for name in [n for n, o in OPS.items() if o.drawing.family == "unary"]:
                 stack.enter_context(vjp_wrapped(name, wrap))
+            stack.enter_context(WrongTanhRule.patches(self))  # type: ignore[arg-type]
             yield
+
+
+class KnownAndNewInIfsFixed(WrongTanhRule):
+    """KnownAndNewInIfs with its new defect fixed: only its known one left."""
+
+    name = "known-and-new-in-ifs"
 
 
 class KnownAndNewInIfsRegressed(KnownAndNewInIfs):

@@ -167,7 +167,7 @@ def test_a_defect_planted_beside_paddles_known_ones_is_found(
     (known / "paddle").symlink_to(KNOWN / "paddle")
     extra = ["--areas", area, "--shrink-seconds", "10"]
     r, _ = certify(
-        f"tests.framework_mutants:{mutant}", tmp_path, extra=extra, env={**ENV, "GRADCERT_KNOWN_FAILURES": str(known)}
+        f"tests.framework_mutants:{mutant}", tmp_path, extra=extra, env={**ENV, "GRADCERT_KNOWN_DEFECTS": str(known)}
     )
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
     new = [x.split(": ", 1)[1].split("  (")[0] for x in r.stdout.splitlines() if x.startswith("NEW")]

@@ -394,7 +394,7 @@ def test_known_defects_are_counted_and_the_search_goes_on(tmp_path: Path) -> Non
             for role in (*ROLES, "at the top level only")
         )
     )
-    env = dict(ENV, GRADCERT_KNOWN_FAILURES=str(known))
+    env = dict(ENV, GRADCERT_KNOWN_DEFECTS=str(known))
     r = run_cli(
         "certify",
         "--backend",

@@ -1,6 +1,7 @@
-"""Defect-level certification: every case judged, failures grouped into distinct defects, known
-defects matched per defect, regressions against a baseline, honest endings. Each run is a real
-`gradcert certify` subprocess on backends with planted defects (tests/mutants.py)."""
+"""Defect-level certification: every case judged, failures grouped into distinct defects by cause
+(localized: `localize.py`), known defects matched per cause, regressions against a baseline, honest
+endings. Each run is a real `gradcert certify` subprocess on backends with planted defects
+(tests/mutants.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from gradcert.reports.summary import load
 
 from ..conftest import ENV, ROOT, certify, records
 
-KNOWN = ENV | {"GRADCERT_KNOWN_FAILURES": str(ROOT / "tests" / "known")}
+KNOWN = ENV | {"GRADCERT_KNOWN_DEFECTS": str(ROOT / "tests" / "known")}
 
 
 def run(backend: str, tmp: Path, areas: str, *extra: str, env: dict[str, str] | None = None) -> tuple[Any, list[Any]]:
@@ -59,24 +60,25 @@ def test_the_kind_of_a_discrepancy_is_read_off_the_verdict() -> None:
     # how a process died is in the message: one native fault aborts in one run, segfaults in the next
     assert kind("crash", "backend", "worker killed by SIGSEGV; its last lines: ...") == "crash"
     assert kind("refused", "backend", "no lowering") == "refused"
-    assert signature("while", "reference", "wrong value") == "reference | while | wrong value"
+    assert signature("op sin", "wrong value") == "op sin | wrong value"
 
 
 def test_canonical_form_is_the_op_skeleton_with_nesting() -> None:
-    case = load_case(ROOT / "tests" / "known" / "known-and-new-in-loops" / "while-semantics-9e4b3e92ba88.case")
-    form = canonical(case)
-    assert form == "tanh while{cond: less_than; body: tanh add tanh}"
+    assert canonical(parse_case(_LOOP.replace("TRIPS", "2.0"))) == "while{cond: less_than; body: sin add}"
 
 
 def test_a_known_defects_file_that_is_wrong_is_an_error_naming_it(tmp_path: Path, monkeypatch: Any) -> None:
-    monkeypatch.setenv("GRADCERT_KNOWN_FAILURES", str(tmp_path))
-    (tmp_path / "b.toml").write_text('[[defect]]\narea = "while"\n')
-    with pytest.raises(KnownDefectsError, match=r"b\.toml: defect 1 lacks oracle, kind, case, reason"):
+    monkeypatch.setenv("GRADCERT_KNOWN_DEFECTS", str(tmp_path))
+    (tmp_path / "b.toml").write_text('[[defect]]\nculprit = "op sin"\n')
+    with pytest.raises(KnownDefectsError, match=r"b\.toml: defect 1 lacks kind, case, reason"):
         known_defects("b")
-    (tmp_path / "b.toml").write_text(
-        '[[defect]]\narea = "while"\noracle = "x"\nkind = "y"\ncase = "no.case"\nreason = "z"\n'
-    )
+    entry = '[[defect]]\nculprit = "op sin"\nkind = "wrong value"\ncase = "CASE"\nreason = "z"\n'
+    (tmp_path / "b.toml").write_text(entry.replace("CASE", "no.case"))
     with pytest.raises(KnownDefectsError, match="no case file no.case"):
+        known_defects("b")
+    (tmp_path / "one.case").write_text(_LOOP)
+    (tmp_path / "b.toml").write_text(entry.replace("CASE", "one.case") * 2)
+    with pytest.raises(KnownDefectsError, match=r"defect 2 files 'op sin \| wrong value' again"):
         known_defects("b")
     (tmp_path / "b.toml").write_text("[[defect\n")
     with pytest.raises(KnownDefectsError, match=r"b\.toml"):
@@ -84,12 +86,12 @@ def test_a_known_defects_file_that_is_wrong_is_an_error_naming_it(tmp_path: Path
 
 
 def test_known_entries_are_written_from_a_results_file(tmp_path: Path) -> None:
-    case = (ROOT / "tests" / "known" / "known-and-new-in-ifs" / "if-semantics-07a3ee63fb17.case").read_text()
-    rec = {"backend": "b", "status": "fail", "signature": "semantics | if | a gradient where none belongs"}
+    case = (ROOT / "tests" / "known" / "known-and-new-in-ifs" / "a1b6a3849752.case").read_text()
+    rec = {"backend": "b", "status": "fail", "signature": "op tanh | wrong value"}
     text = entries([rec | {"case": case, "size": 5, "message": "m"}, rec | {"case": case, "size": 9}], tmp_path, "b")
     (tmp_path / "b.toml").write_text(text)
     got = known_defects_in(tmp_path, "b")
-    assert list(got) == ["semantics | if | a gradient where none belongs"]
+    assert list(got) == ["op tanh | wrong value"]
     assert (tmp_path / got[next(iter(got))].case).read_text() == case
 
 
@@ -128,50 +130,80 @@ def test_the_role_of_wrong_inputs_counts_only_what_the_run_executes() -> None:
 
 
 def known_defects_in(folder: Path, backend: str) -> dict[str, Any]:
-    old = os.environ.get("GRADCERT_KNOWN_FAILURES")
-    os.environ["GRADCERT_KNOWN_FAILURES"] = str(folder)
+    old = os.environ.get("GRADCERT_KNOWN_DEFECTS")
+    os.environ["GRADCERT_KNOWN_DEFECTS"] = str(folder)
     try:
         return known_defects(backend)
     finally:
         if old is None:
-            del os.environ["GRADCERT_KNOWN_FAILURES"]
+            del os.environ["GRADCERT_KNOWN_DEFECTS"]
         else:
-            os.environ["GRADCERT_KNOWN_FAILURES"] = old
+            os.environ["GRADCERT_KNOWN_DEFECTS"] = old
 
 
-# --- every case judged, one defect once ---------------------------------------------------------
-def test_variants_of_one_planted_defect_are_one_defect_and_two_are_two(tmp_path: Path) -> None:
-    (tmp_path / "one").mkdir()
-    r, recs = run("tests.mutants:RelativeError", tmp_path / "one", "elementwise")
+# --- every case judged, one defect per cause -----------------------------------------------------
+ONE_BUG = "a value read twice by one op | wrong value"
+
+
+def test_one_bug_met_in_many_areas_is_one_defect(tmp_path: Path) -> None:
+    """The gradient of a value read twice by one op not accumulated, in every binary op: met in
+    every area that draws binary ops, one defect, its minimal case one op on one value."""
+    r, recs = run("tests.mutants:RepeatedNotAccumulated", tmp_path, "elementwise,fanout,matmul,cotangents,multi_output")
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
     judged = cases(recs)
-    assert len(judged) == 36 and Counter(x["test_id"] for x in judged) == {
-        t: 12 for t in {x["test_id"] for x in judged}
-    }  # every case of the budget judged, not one per test
+    assert len(judged) == 12 * len({x["test_id"] for x in judged})  # every case of the budget judged
     failing = [x for x in judged if x["status"] == "fail"]
-    # a case's own signature names where its wrong inputs flow in its program (a loop, a branch);
-    # the shrink settles that the defect needs none of them: one defect
-    assert len(failing) > 20 and len({x["signature"] for x in failing}) > 1
-    settled = [x for x in load(recs).cases if x["status"] == "fail"]
-    assert len(settled) == len(failing) and len({x["signature"] for x in settled}) == 1
-    assert new_defects(r.stdout) == ["reference | elementwise | wrong value at the top level only"], r.stdout
-    # one case file per defect and test, not one per failing case
-    assert len(list((tmp_path / "one" / "findings").rglob("*.case"))) <= 3
-    (tmp_path / "two").mkdir()
-    # (its zeros known: a case's verdict is its first failure not known, and they hide the rest)
-    r, _ = run("tests.mutants:KnownAndNewInLoops", tmp_path / "two", "while", env=KNOWN)
-    assert new_defects(r.stdout) == ["reference | while | wrong value of an input captured by a loop"], r.stdout
-    assert "KNOWN known-and-new-in-loops: semantics | while | a gradient where none belongs" in r.stdout
+    areas = {x["area"] for x in failing}
+    assert len(areas) >= 4 and {x["signature"] for x in failing} == {ONE_BUG}, Counter(x["signature"] for x in failing)
+    assert new_defects(r.stdout) == [ONE_BUG], r.stdout[-3000:]
+    assert f"{len(failing)} case(s) in" in r.stdout and f"of {len(areas)} area(s)" in r.stdout
+    minimal = [x for x in recs if "defect" in x]
+    assert minimal and all(d["size"] == 1 for d in minimal), [d["case"] for d in minimal]
+    page = (tmp_path / "r.html").read_text()
+    assert page.count('data-signature="a value read twice by one op | wrong value"') == 1
+
+
+def test_two_bugs_of_one_kind_in_two_ops_are_two_defects(tmp_path: Path) -> None:
+    r, recs = run("tests.mutants:WrongSinAndCosRules", tmp_path, "elementwise", "--profile", "certify")
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
+    assert sorted(new_defects(r.stdout)) == ["op cos | wrong value", "op sin | wrong value"], r.stdout[-3000:]
+
+
+def test_a_known_bug_in_one_op_turns_no_new_bug_in_another_known(tmp_path: Path) -> None:
+    """`sin`'s wrong rule on file, `cos`'s new, both wrong values of one area: a case is known only
+    where its own cause is sin's; cos's cases fail, one defect."""
+    r, recs = run("tests.mutants:WrongSinAndCosRules", tmp_path, "elementwise", "--profile", "certify", env=KNOWN)
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
+    assert new_defects(r.stdout) == ["op cos | wrong value"], r.stdout[-3000:]
+    judged = cases(recs)
+    known = [x for x in judged if x["status"] == "known"]
+    failing = [x for x in judged if x["status"] == "fail"]
+    assert known and all(x["signature"] == "op sin | wrong value" and "= sin(" in x["case"] for x in known)
+    assert failing and all(x["signature"] == "op cos | wrong value" and "= cos(" in x["case"] for x in failing)
+    # a case with cos and no sin is never known
+    assert not [x for x in known if "= sin(" not in x["case"]]
+    assert "KNOWN wrong-sin-and-cos-rules: op sin | wrong value" in r.stdout
+
+
+def test_a_new_defect_beside_a_known_one_in_the_same_area_is_found_once(tmp_path: Path) -> None:
+    r, _ = run("tests.mutants:KnownAndNewInLoops", tmp_path, "while", env=KNOWN)
+    assert new_defects(r.stdout) == [LOOP_BUG], r.stdout
+    assert "KNOWN known-and-new-in-loops: op exp | wrong value" in r.stdout
+
+
+LOOP_BUG = "while: a captured value's accumulation across trips | wrong value"
+# the quick profile draws a unary op inside a taken branch too rarely for the new defect of
+# KnownAndNewInIfs: the certify profile's 500 cases of the area do
+CERTIFY = ("--profile", "certify")
+BRANCHES = {"KnownAndNewInIfs"}
 
 
 def test_a_runs_defects_accepted_as_known_make_the_next_run_pass(tmp_path: Path) -> None:
-    # a case's verdict is its first failure that is not known: the zeros of most cases hide their
-    # wrong values until the zeros are accepted as known, and the next run shows them
     accepted: list[str] = []
     for n in range(3):
         (tmp_path / str(n)).mkdir()
-        env = ENV | {"GRADCERT_KNOWN_FAILURES": str(tmp_path / "kd")}
-        r, _ = run("tests.mutants:KnownAndNewInIfs", tmp_path / str(n), "if", env=env)
+        env = ENV | {"GRADCERT_KNOWN_DEFECTS": str(tmp_path / "kd")}
+        r, _ = run("tests.mutants:KnownAndNewInIfs", tmp_path / str(n), "if", *CERTIFY, env=env)
         if r.returncode == 0:
             break
         assert r.returncode == 1 and new_defects(r.stdout), r.stdout[-3000:]
@@ -199,10 +231,7 @@ def test_a_runs_defects_accepted_as_known_make_the_next_run_pass(tmp_path: Path)
             known.stdout + known.stderr
         )
     assert r.returncode == 0 and "PASSED" in r.stdout and not new_defects(r.stdout), r.stdout
-    assert sorted(accepted) == [
-        "reference | if | wrong value of an input reaching a branch",
-        "semantics | if | a gradient where none belongs",
-    ]
+    assert sorted(accepted) == ["if | wrong value", "op tanh | wrong value"]
     assert len(known_defects_in(tmp_path / "kd", "known-and-new-in-ifs")) == 2
 
 
@@ -233,19 +262,17 @@ def test_a_shrunk_defect_fails_clearly_and_replays(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "backend,area,new",
-    [
-        ("KnownAndNewInLoops", "while", "reference | while | wrong value of an input captured by a loop"),
-        ("KnownAndNewInIfs", "if", "reference | if | wrong value of an input reaching a branch"),
-    ],
+    [("KnownAndNewInLoops", "while", LOOP_BUG), ("KnownAndNewInIfs", "if", "if | wrong value")],
 )
 def test_a_new_defect_beside_a_known_one_in_the_same_area_is_found(
     backend: str, area: str, new: str, tmp_path: Path
 ) -> None:
-    r, recs = run(f"tests.mutants:{backend}", tmp_path, area, env=KNOWN)
+    profile = CERTIFY if backend in BRANCHES else ()
+    r, recs = run(f"tests.mutants:{backend}", tmp_path, area, *profile, env=KNOWN)
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
     assert new_defects(r.stdout) == [new], r.stdout
     statuses = Counter(x["status"] for x in cases(recs))
-    assert statuses["known"] > 0 and statuses["fail"] > 0 and sum(statuses.values()) == 24, statuses
+    assert statuses["known"] > 0 and statuses["fail"] > 0 and sum(statuses.values()) == (500 if profile else 24), statuses
     assert f"KNOWN {backend.replace('KnownAndNewIn', 'known-and-new-in-').lower()}" in r.stdout
     page = (tmp_path / "r.html").read_text()
     assert "Defects: 1 new, 1 known" in page
@@ -255,7 +282,7 @@ def test_a_declared_capability_refused_fails(tmp_path: Path) -> None:
     r, recs = run("tests.mutants:RefuseZeroTrip", tmp_path, "while")
     assert r.returncode == 1, r.stdout[-3000:]
     assert any(x["status"] == "refused" for x in cases(recs))
-    assert "NEW REFUSED refuse-zero-trip: backend | while | refused" in r.stdout, r.stdout
+    assert "NEW REFUSED refuse-zero-trip: while | refused" in r.stdout, r.stdout
 
 
 def test_a_backend_that_declares_nothing_certifies_nothing(tmp_path: Path) -> None:
@@ -277,21 +304,23 @@ def test_baseline_same_backend_twice_passes_and_a_planted_regression_fails(tmp_p
         (tmp_path / d).mkdir()
     base = tmp_path / "base" / "r.jsonl"
     # (its zeros known, as they hide the wrong values of most cases)
-    r, _ = run("tests.mutants:KnownAndNewInIfs", tmp_path / "base", "if", env=KNOWN)
+    r, _ = run("tests.mutants:KnownAndNewInIfs", tmp_path / "base", "if", *CERTIFY, env=KNOWN)
     assert r.returncode == 1  # its wrong values are new
-    r, _ = run("tests.mutants:KnownAndNewInIfs", tmp_path / "again", "if", "--baseline", str(base), env=KNOWN)
+    r, _ = run("tests.mutants:KnownAndNewInIfs", tmp_path / "again", "if", *CERTIFY, "--baseline", str(base), env=KNOWN)
     assert r.returncode == 0, r.stdout[-3000:]
-    assert "0 regression(s)" in r.stdout and "still failing: reference | if | wrong value of an input" in r.stdout
+    assert "0 regression(s)" in r.stdout and "still failing: if | wrong value" in r.stdout
     # the same backend with one more defect: its cases regress
-    r, _ = run("tests.mutants:KnownAndNewInIfsRegressed", tmp_path / "worse", "if", "--baseline", str(base), env=KNOWN)
+    r, _ = run(
+        "tests.mutants:KnownAndNewInIfsRegressed", tmp_path / "worse", "if", *CERTIFY, "--baseline", str(base), env=KNOWN
+    )
     assert r.returncode == 1, r.stdout[-3000:]
-    assert "new: invariants | if | zero-fill left without a use" in r.stdout and "regressed: test_if.py::" in r.stdout
+    assert "new: every op | zero-fill left without a use" in r.stdout and "regressed: test_if.py::" in r.stdout
     # a defect removed: listed as fixed
-    r, _ = run("tests.mutants:ZerosInIfs", tmp_path / "better", "if", "--baseline", str(base), env=KNOWN)
+    r, _ = run("tests.mutants:KnownAndNewInIfsFixed", tmp_path / "better", "if", *CERTIFY, "--baseline", str(base), env=KNOWN)
     assert r.returncode == 0, r.stdout[-3000:]
-    assert "fixed: reference | if | wrong value of an input reaching a branch" in r.stdout
+    assert "fixed: if | wrong value" in r.stdout
     page = (tmp_path / "better" / "r.html").read_text()
-    assert 'id="baseline"' in page and "reference | if | wrong value of an input reaching a branch" in page
+    assert 'id="baseline"' in page and "if | wrong value" in page
 
 
 # --- honest endings -----------------------------------------------------------------------------

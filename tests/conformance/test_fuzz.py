@@ -120,7 +120,7 @@ def test_a_known_defect_met_again_is_reported_as_known_not_new(tmp_path: Path) -
     """A night's failures of one of the backend's known defects are KNOWN, not new, and do not fail
     the night (a first night of PyTorch reported its known `pow` defect as new); another defect in
     the same area is new."""
-    env = {**ENV, "GRADCERT_KNOWN_FAILURES": str(ROOT / "tests" / "known")}
+    env = {**ENV, "GRADCERT_KNOWN_DEFECTS": str(ROOT / "tests" / "known")}
     r = fuzz(tmp_path, "tests.mutants:KnownAndNewInLoops", "0.1", "while", "--isolate", "no", env=env)
     assert r.returncode == 1, r.stdout[-3000:]
     assert "KNOWN known-and-new-in-loops: semantics | while | a gradient where none belongs" in r.stdout
@@ -148,7 +148,7 @@ def test_a_bad_known_defects_file_stops_the_night_before_it_starts(tmp_path: Pat
             + ["--areas", "elementwise", "--results", str(tmp_path / name / "r.jsonl")]
             + ["--findings", str(tmp_path / name / "f"), "--db", str(tmp_path / name / "db")],
             cwd=tmp_path,
-            env={**ENV, "GRADCERT_KNOWN_FAILURES": str(folder)},
+            env={**ENV, "GRADCERT_KNOWN_DEFECTS": str(folder)},
             capture_output=True,
             text=True,
             timeout=120,

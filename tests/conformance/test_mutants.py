@@ -59,7 +59,7 @@ KNOWN = str(ROOT / "tests" / "known")
 def certify(backend: str, areas: str, tmp: Path, *extra: str) -> tuple[int, list[dict[str, object]], str]:
     """A quick certification of `areas`, unshrunk unless `--shrink` is among `extra`."""
     shrink = [x for x in extra if x != "--shrink"] + ([] if "--shrink" in extra else ["--no-shrink"])
-    env = dict(ENV, GRADCERT_KNOWN_FAILURES=KNOWN)
+    env = dict(ENV, GRADCERT_KNOWN_DEFECTS=KNOWN)
     r, records = run_certify(backend, tmp, extra=["--areas", areas, *shrink], env=env)
     return r.returncode, records, r.stdout + r.stderr
 

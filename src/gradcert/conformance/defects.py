@@ -227,7 +227,7 @@ KNOWN = Path(__file__).resolve().parents[1] / "known"
 
 
 def known_folder() -> Path:
-    return Path(os.environ.get("GRADCERT_KNOWN_DEFECTS", os.environ.get("GRADCERT_KNOWN_FAILURES", KNOWN)))
+    return Path(os.environ.get("GRADCERT_KNOWN_DEFECTS", KNOWN))
 
 
 _FIELDS = ("culprit", "kind", "case", "reason")

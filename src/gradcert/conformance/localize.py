@@ -35,7 +35,10 @@ value-dependent failure of one op never takes the blame for another op's bug.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import functools
+import itertools
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +80,10 @@ USES = {
     "explicit cotangents": "explicit cotangents (grad_outputs)",
 }
 
+# the phases of a search, smallest culprit first; windows of consecutive ops up to WINDOW long
+PHASES = ("outputs", "ops", "regions", "fanouts", "windows")
+WINDOW = 4
+
 # ops never probed alone: constants, terminators, forward-only bookkeeping
 _SKIP = {"full", "yield", "combine"}
 
@@ -100,7 +107,7 @@ class Cache:
     culprits: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
 
-def localize(case: Case, kind: str, probe: Probe, cache: Cache | None = None, budget: int = 48) -> Cause | None:
+def localize(case: Case, kind: str, probe: Probe, cache: Cache | None = None, budget: int = 32) -> Cause | None:
     """The culprit of `case`'s failure of `kind` (without its role), by at most `budget` derived
     cases run through `probe`; None where no derived case fails the same way."""
     try:
@@ -130,8 +137,13 @@ class _Search:
         """Whether `derived` fails the way the case does (cached by structure: see the module).
         `spend`: counts against the budget (the search for a culprit does; naming a found one
         does not: it is bounded by its own few variations)."""
+        return self.answer(derived, spend) is True
+
+    def answer(self, derived: Case | None, spend: bool = True) -> bool | None:
+        """True where `derived` fails the way the case does, False where it passes, None where it
+        tells nothing: it fails another way (another defect), is refused, or is not run."""
         if derived is None or (spend and self.calls >= self.budget):
-            return False
+            return None
         key = _structure(derived)
         if self.trust and key in self.cache.passed:
             self.skipped += 1
@@ -142,53 +154,67 @@ class _Search:
             self.cache.failed.add(key)
             return True
         if got == PASSED:
-            self.cache.passed.add(key)
-        return False
+            # (a pass at degenerate values, exact zeros, is no pass of the structure: sin' at 0)
+            if all(np.all(x != 0) for x in derived.inputs):
+                self.cache.passed.add(key)
+            return False
+        return None
 
-    def run(self, phases: Sequence[str] = ("outputs", "ops", "regions", "fanouts", "windows")) -> Cause | None:
+    def all_fail(self, derived: Sequence[Case | None], least: int) -> bool:
+        """Whether none of `derived` passes and at least `least` fail the way the case does (one
+        that fails another way shows another defect, and tells nothing of this one)."""
+        answers = [self.answer(d, spend=False) for d in derived]
+        return False not in answers and answers.count(True) >= least
+
+    def run(self, phases: Sequence[str] = PHASES) -> Cause | None:
+        """The first derived case of `phases` that fails as the case does: those whose structure
+        failed before first (a case of a cause met already is localized in a call or two), then
+        every one in order, smallest first."""
+        listed = [(d, name) for d, name in self.candidates([p for p in phases if p != "windows"]) if d is not None]
+        tried = set()
+        for d, name in listed:
+            if _structure(d) in self.cache.failed:
+                tried.add(id(d))
+                if self.fails(d):
+                    return self.found(name, d)
+        later = self.candidates(["windows"] if "windows" in phases else [])
+        for d, name in itertools.chain(listed, later):
+            if d is not None and id(d) not in tried and self.fails(d):
+                return self.found(name, d)
+        return None
+
+    def candidates(self, phases: Sequence[str]) -> Iterator[tuple[Case | None, Callable[[], str]]]:
+        """The derived cases of `phases`, in order, each with what names its culprit."""
         cut = self.cut
         if "outputs" in phases:
             for x in cut.passed_through():
-                derived = cut.window([], [x])
-                if self.fails(derived):
-                    assert derived is not None
-                    uses = [w for w, on in (("in the no-grad set", derived.no_grad), ("stop_gradient", x.stop_gradient)) if on]
-                    return self.found(lambda: "an input returned as an output" + (f" ({', '.join(uses)})" if uses else ""), derived)
+                d = cut.window([], [x])
+                yield d, functools.partial(self.passed_through, d)
         if "ops" in phases:
             for op in cut.ops():
-                derived = cut.single(op)
-                if self.fails(derived):
-                    assert derived is not None
-                    return self.found(lambda: self.refine(op, derived), derived)
+                d = cut.single(op)
+                yield d, functools.partial(self.refine, op, d)
         if "regions" in phases:
             for op in sorted(cut.regions(), key=_depth, reverse=True):
-                derived = cut.region(op)
-                if self.fails(derived):
-                    assert derived is not None
-                    return self.found(lambda: self.construct(op, derived), derived)
+                d = cut.region(op)
+                yield d, functools.partial(self.construct, op, d)
         if "fanouts" in phases:
             for _, users in cut.fanouts():
-                derived = cut.window(users)
-                if self.fails(derived):
-                    assert derived is not None
-                    how = "add_n of three or more" if len(users) >= 3 else "add of two"
-                    return self.found(lambda: f"accumulation of a value read by several ops ({how})", derived)
+                how = "add_n of three or more" if len(users) >= 3 else "add of two"
+                yield cut.window(users), functools.partial(str, f"accumulation of a value read by several ops ({how})")
         if "windows" in phases:
             top = [op for op in cut.case.program.block.ops if op.name not in _SKIP]
-            for length in range(2, len(top) + 1):
+            for length in range(2, min(len(top), WINDOW) + 1):
                 for start in range(len(top) - length + 1):
                     window = top[start : start + length]
-                    derived = cut.window(window)
-                    if self.fails(derived):
-                        assert derived is not None
-                        return self.found(lambda: "ops " + " ".join(op.name for op in window), derived)
-        return None
+                    yield cut.window(window), functools.partial(str, "ops " + " ".join(op.name for op in window))
 
-    def found(self, name: Callable[[], str], derived: Case) -> Cause:
+    def found(self, name: Callable[[], str], derived: Case | None) -> Cause:
         """The cause shown by failing `derived`: at the second order, where its first order passes,
         an op of its first-order program (the reference's backward of it) that fails alone at the
         first order is the culprit (a wrong rule met through another op's backward); else the
         culprit `name` gives, tagged with the order and dtype where only they fail."""
+        assert derived is not None
         tags = []
         if derived.order == 2 and not self.fails(self.cut.first(derived), spend=False):
             inner = self.through_first_order(derived)
@@ -219,6 +245,16 @@ class _Search:
         return found
 
     # --- naming -------------------------------------------------------------------------------
+    def passed_through(self, derived: Case) -> str:
+        """The culprit of a failing case whose output is its input: that, or every op where plain
+        ops on the same input fail the same way."""
+        plain = [self.cut.unary(derived, "tanh", False), self.cut.unary(derived, "sin", False)]
+        if self.all_fail([*plain, self.cut.binary(derived)], 2):
+            return "every op"
+        x = derived.program.inputs[0]
+        uses = [w for w, on in (("in the no-grad set", derived.no_grad), ("stop_gradient", x.stop_gradient)) if on]
+        return "an input returned as an output" + (f" ({', '.join(uses)})" if uses else "")
+
     def refine(self, op: Operation, derived: Case) -> str:
         """The culprit of a failing one-op case: the op with the uses its failure needs, or the use
         itself where other ops fail the same way in it."""
@@ -246,12 +282,12 @@ class _Search:
             plain = self.cut.without_use(derived, use)
             if plain is None or not self.fails(plain, spend=False):
                 needed.append(use)
-        if alternatives and all(a is not None and self.fails(a, spend=False) for a in alternatives):
+        if self.all_fail(alternatives, max(1, len(alternatives) - 1)):
             # not the op's rule: something every op meets (plain ops, with none of its uses, fail
             # too), the uses it needs, or every op of its family
             plain = [self.cut.unary(derived, "tanh", False), self.cut.unary(derived, "sin", False)]
             plain.append(self.cut.binary(derived))
-            if all(o is not None and self.fails(o, spend=False) for o in plain):
+            if self.all_fail(plain, 2):
                 if derived.cotangents is not None and not self.fails(self.cut.without_cotangents(derived), spend=False):
                     return USES["explicit cotangents"]
                 return "every op"
@@ -261,21 +297,18 @@ class _Search:
         return f"op {name}" + (f" ({', '.join(needed)})" if needed else "")
 
     def construct(self, op: Operation, derived: Case) -> str:
-        """A failing region's construct: which of its inputs' gradients are wrong (captured by its
-        blocks or carried by a loop), and the regions nested in it."""
+        """A failing region's construct: a branch, or a loop and which of its inputs' gradients
+        are wrong (captured by its body: their accumulation across trips; carried: their stack).
+        The regions nested in it are not named: the innermost region that fails alone is found
+        first, so a failing outer one needs its own construct."""
         carried, captured = self.cut.region_roles(op, derived)
         wrong = set(self.last_wrong)
-        parts = []
-        if op.name == "while":
-            if wrong & captured:
-                parts.append("a captured value's accumulation across trips")
-            if wrong & carried:
-                parts.append("a loop-carried value")
-        elif wrong & captured:
-            parts.append("a value a branch reads")
-        inner = sorted({o.name for b in op.blocks for o in b.walk() if o.blocks})
-        what = f"{op.name}" + (f" with nested {', '.join(inner)}" if inner else "")
-        return what + (f": {' and '.join(parts)}" if parts else "")
+        if op.name != "while":  # (a branch's wrong inputs are all values it reads)
+            return op.name
+        # (a captured value's error reaches the carried ones, not the other way)
+        if wrong & captured:
+            return f"{op.name}: a captured value's accumulation across trips"
+        return f"{op.name}: a loop-carried value" if wrong & carried else op.name
 
 
 def _depth(op: Operation) -> int:
@@ -286,8 +319,13 @@ def _depth(op: Operation) -> int:
 
 
 def _structure(case: Case) -> str:
-    """A derived case without its values: what the cache keys."""
-    return f"{case.area}|{case.order}|{len(case.no_grad)}|{case.cotangents is None}|" + print_program(case.program)
+    """A derived case without its values and sizes (a dimension of 1, which broadcasts, kept):
+    what the cache keys."""
+    text = _DIMS.sub(lambda m: m[1] + "[" + ",".join("1" if d.strip() == "1" else "n" for d in m[2].split(",") if d.strip()) + "]", print_program(case.program))
+    return f"{case.area}|{case.order}|{len(case.no_grad)}|{case.cotangents is None}|{text}"
+
+
+_DIMS = re.compile(r"\b(f64|f32|f16|bf16|i64|i32|bool)\[([^\]]*)\]")
 
 
 class _Cutter:
@@ -424,8 +462,6 @@ class _Cutter:
                 derived.program, derived.output_values, derived.wrt_values, derived.cotangents, derived.no_grad
             )
         except Exception:
-            return None
-        if not q.outputs:
             return None
         return Case(
             derived.program,
