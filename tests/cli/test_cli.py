@@ -108,7 +108,7 @@ def test_a_backend_module_in_the_current_folder_is_found_and_findings_land_besid
         cwd=tmp_path,
         env=env,
     )
-    assert r.returncode == 1 and "NEW mine: reference | elementwise | wrong value" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 1 and "NEW mine: every op | wrong value" in r.stdout, r.stdout + r.stderr
     assert list((out / "findings" / "mine").glob("*.case")) and not (tmp_path / "reports").exists()
     # a module that does not import: one line naming the file and line
     (tmp_path / "mymod.py").write_text("def broken(:\n")

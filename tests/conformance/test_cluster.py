@@ -145,7 +145,7 @@ def test_a_case_that_kills_every_worker_is_a_crash(tmp_path: Path) -> None:
     assert all(c["status"] == "pass" for c in cases(recs) if c["status"] != "crash")
     assert_each_case_once_and_every_shard_done(recs)
     (defect,) = [d for d in recs if "defect" in d]
-    assert defect["defect"] == "backend | matmul | crash" and defect["cases"] == len(crashes)
+    assert defect["defect"] == "unlocalized in matmul (backend) | crash" and defect["cases"] == len(crashes)
 
 
 def test_the_driver_killed_and_rerun_resumes_without_redoing_shards(tmp_path: Path) -> None:

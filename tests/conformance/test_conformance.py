@@ -19,7 +19,6 @@ from gradcert.backends import ReferenceBackend, UnknownBackend, resolve
 from gradcert.backends.registry import backend_name
 from gradcert.conformance import BackendResult
 from gradcert.conformance.areas import AREAS
-from gradcert.conformance.defects import ROLES
 from gradcert.conformance.isolation.runner import Isolated, Outcome
 from gradcert.conformance.oracles import REF_ATOL, REF_RTOL, TOLERANCES, _close, finite_differences, judge, semantics
 from gradcert.conformance.results import ResultsFile, ResultsFileError, read_records
@@ -384,16 +383,12 @@ def test_known_defects_are_counted_and_the_search_goes_on(tmp_path: Path) -> Non
     a known defect no case shows is reported as not reproduced, by name."""
     known = tmp_path / "known"
     (known / "wrong-sin-rule").mkdir(parents=True)
-    case = ROOT / "tests" / "known" / "known-and-new-in-ifs" / "if-semantics-07a3ee63fb17.case"
-    (known / "wrong-sin-rule" / "a.case").write_text(case.read_text())
-    entry = '[[defect]]\narea = "{}"\noracle = "reference"\nkind = "wrong value {}"\ncase = "wrong-sin-rule/a.case"\n'
-    (known / "wrong-sin-rule.toml").write_text(
-        "\n".join(
-            entry.format(a, role) + f'reason = "d sin is -cos here, in {a}"\n'
-            for a in ("elementwise", "while", "if")
-            for role in (*ROLES, "at the top level only")
-        )
-    )
+    sin = ROOT / "tests" / "known" / "wrong-sin-and-cos-rules" / "4d75ce15ec26.case"
+    exp = ROOT / "tests" / "known" / "known-and-new-in-loops" / "b932bcfb32c7.case"
+    (known / "wrong-sin-rule" / "sin.case").write_text(sin.read_text())
+    (known / "wrong-sin-rule" / "exp.case").write_text(exp.read_text().replace('"area": "while"', '"area": "elementwise"'))
+    entry = '[[defect]]\nculprit = "op {0}"\nkind = "wrong value"\ncase = "wrong-sin-rule/{0}.case"\nreason = "r"\n'
+    (known / "wrong-sin-rule.toml").write_text(entry.format("sin") + entry.format("exp"))
     env = dict(ENV, GRADCERT_KNOWN_DEFECTS=str(known))
     r = run_cli(
         "certify",
@@ -417,9 +412,9 @@ def test_known_defects_are_counted_and_the_search_goes_on(tmp_path: Path) -> Non
     assert len([x for x in records if x["area"] == "while"]) == 24  # every case, past the known ones
     statuses = {x["status"] for x in records}
     assert "known" in statuses and not statuses & {"fail", "error"}, statuses
-    assert "KNOWN wrong-sin-rule: reference | while | wrong value" in r.stdout
+    assert "KNOWN wrong-sin-rule: op sin | wrong value" in r.stdout
     # the known defects no case showed: judged again, their case (a sin-free program) passes
-    assert "NOT REPRODUCED (fixed?) reference | elementwise | wrong value of an input carried by a loop" in r.stdout
+    assert "NOT REPRODUCED (fixed?) op exp | wrong value" in r.stdout
     assert "PASSED" in r.stdout
 
 

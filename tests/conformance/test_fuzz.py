@@ -123,7 +123,7 @@ def test_a_known_defect_met_again_is_reported_as_known_not_new(tmp_path: Path) -
     env = {**ENV, "GRADCERT_KNOWN_DEFECTS": str(ROOT / "tests" / "known")}
     r = fuzz(tmp_path, "tests.mutants:KnownAndNewInLoops", "0.1", "while", "--isolate", "no", env=env)
     assert r.returncode == 1, r.stdout[-3000:]
-    assert "KNOWN known-and-new-in-loops: semantics | while | a gradient where none belongs" in r.stdout
+    assert "KNOWN known-and-new-in-loops: op exp | wrong value" in r.stdout
     # the new defect, in the role its shrink settled on (a loop case whose shrink keeps both the
     # capture and the carrying within a short night may show in each)
     new = [x for x in r.stdout.splitlines() if x.startswith("NEW")]
@@ -133,7 +133,7 @@ def test_a_known_defect_met_again_is_reported_as_known_not_new(tmp_path: Path) -
     assert index and all(sig.startswith(NEW) for sig in index), index
 
 
-NEW = "reference | while | wrong value of an input"
+NEW = "while: a captured value's accumulation across trips | wrong value"
 
 
 def test_a_bad_known_defects_file_stops_the_night_before_it_starts(tmp_path: Path) -> None:

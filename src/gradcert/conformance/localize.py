@@ -111,7 +111,7 @@ def localize(case: Case, kind: str, probe: Probe, cache: Cache | None = None, bu
     """The culprit of `case`'s failure of `kind` (without its role), by at most `budget` derived
     cases run through `probe`; None where no derived case fails the same way."""
     try:
-        cut = _Cutter(case)
+        cut = _Cutter(case, kind)
     except Exception:  # the reference cannot run it: nothing to cut at
         return None
     return _Search(cut, kind, probe, cache or Cache(), budget).search()
@@ -236,7 +236,7 @@ class _Search:
             q, feeds = first_order(derived.program, derived.output_values, derived.wrt_values, derived.cotangents)
             case = Case(q, [*derived.inputs, *feeds], list(range(len(q.outputs))), derived.wrt,
                         derived.cotangents2, [], derived.area)
-            inner = _Search(_Cutter(case), self.kind, self._probe, self.cache, self.budget)
+            inner = _Search(_Cutter(case, self.kind), self.kind, self._probe, self.cache, self.budget)
         except Exception:
             return None
         inner.calls = self.calls
@@ -275,7 +275,9 @@ class _Search:
         others = others[:2]
         if others:  # the same use with other ops of the family
             alternatives = [self.cut.renamed(derived, n) for n in others]
-        else:  # no op of the family takes its place: plain unary ops on its first operand
+        elif "repeated operand" in uses:  # no op of the family takes its place: binary ops reading one value twice
+            alternatives = [self.cut.twice(derived, n) for n in ("multiply", "add")]
+        else:  # ... plain unary ops on its first operand
             alternatives = [self.cut.unary(derived, n) for n in ("tanh", "sin")]
         needed = []
         for use in uses:
@@ -331,7 +333,7 @@ _DIMS = re.compile(r"\b(f64|f32|f16|bf16|i64|i32|bool)\[([^\]]*)\]")
 class _Cutter:
     """Derived cases of one case: its values at every point of its run, and programs cut from it."""
 
-    def __init__(self, case: Case) -> None:
+    def __init__(self, case: Case, kind: str = "") -> None:
         self.case = case
         program = case.program
         every = [*program.inputs]
@@ -344,6 +346,9 @@ class _Cutter:
         interp.run(program, [np.array(x, copy=True) for x in case.inputs])
         self.values: dict[Value, np.ndarray] = {v: to_numpy(xs[0]) for v, xs in interp.kept.items() if xs}
         self.rng = np.random.default_rng(int(case.id, 16))
+        # (a value's failure lies on a path: a wrong value, None or a gradient where it does not
+        # belong, a broken invariant of the backward program)
+        self.paths = None if kind.startswith("raised") or kind in ("crash", "refused") else self._paths()
 
     # --- what to cut ----------------------------------------------------------------------------
     def ops(self) -> Iterable[Operation]:
@@ -361,10 +366,46 @@ class _Cutter:
     def _probeable(self, ops: Iterable[Operation]) -> Iterable[Operation]:
         for op in ops:
             d = OPS[op.name]
-            if op.name in _SKIP or d.autodiff.forward_only or d.execution.effects:
+            if op.name in _SKIP or d.autodiff.forward_only or d.execution.effects or not self.on_path(op):
                 continue
             if any(is_differentiable(r.type) for r in op.results):
                 yield op
+
+    def on_path(self, op: Operation) -> bool:
+        """Whether `op` may lie on a path from a differentiated input to a differentiated output
+        (over-approximated: a region's every inner value counts once any of its results does); an
+        op off every path gets no backward, so no wrong gradient is its. Where the failure may
+        arise in the forward program (an exception, a crash), every op counts."""
+        if self.paths is None:
+            return True
+        fwd, bwd = self.paths
+        reads = [*op.operands, *captures(op.blocks)]
+        return any(v in fwd for v in reads) and any(r in bwd for r in op.results)
+
+    def _paths(self) -> tuple[set[Value], set[Value]]:
+        program = self.case.program
+        walk = list(program.walk())
+        fwd: set[Value] = set(self.case.wrt_values)
+        for _ in range(2):  # (a loop's carried values: the second pass sees what its trips carry)
+            for op in walk:
+                if any(v in fwd for v in [*op.operands, *captures(op.blocks)]):
+                    fwd.update(op.results)
+                    fwd.update(a for b in op.blocks for a in b.args)
+                if op.name == "yield" and op.parent is not None and op.parent.parent is not None:
+                    region = op.parent.parent
+                    if any(v in fwd for v in op.operands):
+                        fwd.update(region.results)
+                        fwd.update(a for b in region.blocks for a in b.args)
+        bwd: set[Value] = set(self.case.output_values)
+        for _ in range(2):
+            for op in reversed(walk):
+                if any(r in bwd for r in op.results):
+                    bwd.update(op.operands)
+                    for inner in (o for b in op.blocks for o in b.walk()):
+                        bwd.update(inner.operands)
+                        bwd.update(inner.results)
+                    bwd.update(a for b in op.blocks for a in b.args)
+        return fwd, bwd
 
     def passed_through(self) -> list[Value]:
         """The differentiated outputs that are the program's inputs themselves."""
@@ -372,7 +413,7 @@ class _Cutter:
         return list(dict.fromkeys(v for v in self.case.output_values if v in program.inputs and is_differentiable(v.type)))
 
     def regions(self) -> list[Operation]:
-        return [op for op in self.case.program.walk() if op.blocks]
+        return [op for op in self.case.program.walk() if op.blocks and self.on_path(op)]
 
     def fanouts(self) -> Iterable[tuple[Value, list[Operation]]]:
         """Top-level values read by two or more top-level ops (or twice by one), with their readers."""
@@ -381,7 +422,7 @@ class _Cutter:
             users = [u for u in dict.fromkeys(v.uses) if u.parent is block and u.name != "yield"]
             users.sort(key=block.ops.index)
             reads = sum(u.operands.count(v) for u in users)
-            if is_differentiable(v.type) and reads >= 2 and len(users) >= 2:
+            if is_differentiable(v.type) and reads >= 2 and len(users) >= 2 and sum(map(self.on_path, users)) >= 2:
                 yield v, users
 
     # --- derived cases -------------------------------------------------------------------------
@@ -498,7 +539,7 @@ class _Cutter:
         dop = derived.program.block.ops[-1]
         out = []
         tensors = [v for v in dop.operands if isinstance(v.type, TensorType)]
-        if len(set(dop.operands)) < len(dop.operands):
+        if len(set(_reads(dop))) < len(_reads(dop)):
             out.append("repeated operand")
         if d.drawing.family == "binary" and len({v.type.shape for v in tensors}) > 1:  # type: ignore[attr-defined]
             out.append("broadcasting")
@@ -562,6 +603,24 @@ class _Cutter:
                    None if derived.cotangents is None else [self._normal(op.results[0])], no_grad, derived.area)
         return self.second(out) if derived.order == 2 else out
 
+    def twice(self, derived: Case, name: str) -> Case | None:
+        """Binary op `name` reading the value `derived`'s op reads twice, twice."""
+        reads = _reads(derived.program.block.ops[-1])
+        value = next((v for v in reads if reads.count(v) > 1), None)
+        if value is None or value not in derived.program.inputs:
+            return None
+        k = derived.program.inputs.index(value)
+        new = Program()
+        x = Value(value.type, "x")
+        x.owner = new.block
+        new.block.args.append(x)
+        op = Operation(name, [x, x], [Value(value.type)])
+        new.block.append(op)
+        new.outputs = list(op.results)
+        out = Case(new, [np.array(derived.inputs[k], copy=True)], [0], [0],
+                   None if derived.cotangents is None else [self._normal(op.results[0])], [], derived.area)
+        return self.second(out) if derived.order == 2 else out
+
     def binary(self, derived: Case) -> Case | None:
         """`multiply` of `derived`'s first differentiable input and a copy of it, a distinct input."""
         program = derived.program
@@ -600,20 +659,28 @@ class _Cutter:
             c.owner = new.block
             new.block.args.append(c)
             inputs.append(x)
-        for op in program.block.ops[:-1]:
-            new.block.append(_copy(op, values))
-        operands = [values[v] for v in dop.operands]
+        seen: set[Value] = set()
+
+        def read(v: Value) -> Value:
+            """`v`'s copy; where the op reads an input a second time, a fresh input of its value."""
+            c = values[v]
+            if use == "repeated operand" and c in new.block.args:
+                if c in seen:
+                    fresh = Value(c.type, f"r{len(new.block.args)}", c.stop_gradient)
+                    fresh.owner = new.block
+                    inputs.append(np.array(inputs[new.block.args.index(c)], copy=True))
+                    new.block.args.append(fresh)
+                    return fresh
+                seen.add(c)
+            return c
+
+        for op in program.block.ops[:-1]:  # (the combine making a vector operand)
+            copy = Operation(op.name, [read(v) for v in op.operands], [_fresh(r, values) for r in op.results], op.attrs)
+            new.block.append(copy)
+        operands = [read(v) for v in dop.operands]
         name = dop.name
         if use == "repeated operand":
-            seen: set[Value] = set()
-            for k, v in enumerate(operands):
-                if v in seen:  # a fresh input with the same value
-                    c = Value(v.type, f"r{k}", v.stop_gradient)
-                    c.owner = new.block
-                    new.block.args.append(c)
-                    inputs.append(np.array(inputs[new.block.args.index(v)], copy=True))
-                    operands[k] = v = c
-                seen.add(v)
+            pass
         elif use == "in place":
             base = OPS[name].autodiff.base
             if base is None:
@@ -653,6 +720,17 @@ class _Cutter:
         carried = {v.name for v in dop.operands if v.name} if op.name == "while" else set()
         captured = {v.name for v in dop.captures() if v.name}
         return carried - captured, captured
+
+
+def _reads(op: Operation) -> list[Value]:
+    """The tensors `op` reads: its operands, a vector operand's elements where a `combine` made it."""
+    out = []
+    for v in op.operands:
+        if isinstance(v.type, VectorType) and v.op is not None and v.op.name == "combine":
+            out += v.op.operands
+        else:
+            out.append(v)
+    return out
 
 
 def _copy(op: Operation, values: dict[Value, Value]) -> Operation:

@@ -83,6 +83,8 @@ class Session:
         self._causes: dict[tuple[str, str], Cause | None] = {}
         self.causes: dict[str, tuple[Cause, Verdict]] = {}
         self.localized: list[tuple[int, bool]] = []  # per failing case: backend calls, whether localized
+        self.calls: dict[tuple[str, str], int] = {}  # (case id, kind) -> the backend calls its localization spent
+        self.probed = 0  # the backend calls the last failure's localization spent
 
     def close(self) -> None:
         self.runner.close()
@@ -159,6 +161,7 @@ class Session:
         where it was met (its kind then names the role of the wrong inputs)."""
         plain = kind(v.status, v.oracle, v.message, v.actual, v.inputs)
         cause = self.cause(area, case, plain) if cut else None
+        self.probed = self.calls.get((case.id, plain), 0)
         if v.oracle == "bad_request":  # (the request, not the program, is what is judged)
             v.kind, v.culprit = plain, "a cotangent of the wrong shape"
         elif cause is not None:
@@ -184,6 +187,7 @@ class Session:
 
             found = localize(case, plain, judged, self.probes)
             self._causes[key] = found
+            self.calls[key] = calls[0]
             self.localized.append((calls[0], found is not None))
             if found is not None:
                 sig = f"{found.culprit} | {plain}"
@@ -313,6 +317,7 @@ class Session:
             rec["case_id"], rec["case"] = case.id, case.to_text()
         if v.kind:
             rec["signature"] = sig = v.signature
+            rec["probes"] = self.probed  # (backend calls its localization spent: bench/localization.py)
             if v.status == Status.KNOWN:
                 rec["known_case"] = self.known[sig].case
         if draw is not None and v.kind:
