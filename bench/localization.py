@@ -40,8 +40,11 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tree = Path(d) / "before"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-f", "--detach", str(tree), args.before],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "-f", "--detach", str(tree), args.before],
+            check=True,
+            capture_output=True,
+        )
         try:
             runs = {}
             for name, src in (("before", tree / "src"), ("after", ROOT / "src")):
@@ -51,7 +54,7 @@ def main() -> None:
                 report(name, *runs[name], args)
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
-    (before, b), (after, a) = runs["before"], runs["after"]
+    (before, _), (after, a) = runs["before"], runs["after"]
     failing = [r for r in a if r.get("case_id") and r["status"] in DEFECTIVE]
     probes = sorted(int(r.get("probes", 0)) for r in failing)
     localized = [r for r in failing if not str(r.get("signature", "")).startswith("unlocalized")]
@@ -59,8 +62,10 @@ def main() -> None:
     if probes:
         p90 = probes[int(0.9 * (len(probes) - 1))]
         print(f"backend calls per failing case: mean {statistics.mean(probes):.1f}, 90th percentile {p90}")
-        print(f"failing cases localized to one op or construct: {len(localized)} of {len(failing)} "
-              f"({100 * len(localized) / len(failing):.1f}%)")
+        print(
+            f"failing cases localized to one op or construct: {len(localized)} of {len(failing)} "
+            f"({100 * len(localized) / len(failing):.1f}%)"
+        )
 
 
 def report(name: str, wall: float, records: list[dict[str, Any]], args: Any) -> None:
@@ -68,8 +73,11 @@ def report(name: str, wall: float, records: list[dict[str, Any]], args: Any) -> 
     statuses = collections.Counter(r["status"] for r in cases.values())
     sigs = collections.Counter(r["signature"] for r in cases.values() if r["status"] in DEFECTIVE)
     said = ", ".join(f"{n} {s}" for s, n in statuses.most_common())
-    print(f"{name}: {args.backend}, {args.profile}, {args.workers} worker(s): {wall:.1f} s; {len(cases)} verdicts: "
-          f"{said}; {len(sigs)} distinct defects", flush=True)
+    print(
+        f"{name}: {args.backend}, {args.profile}, {args.workers} worker(s): {wall:.1f} s; {len(cases)} verdicts: "
+        f"{said}; {len(sigs)} distinct defects",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

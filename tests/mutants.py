@@ -312,7 +312,9 @@ class WrongExpRule(Mutant):
     name = "wrong-exp-rule"
 
     def patches(self) -> Any:
-        return vjp_wrapped("exp", lambda vjp, ctx, op, cts, needed: [ctx.scale(v, scale=2.0) for v in vjp(ctx, op, cts, needed)])
+        return vjp_wrapped(
+            "exp", lambda vjp, ctx, op, cts, needed: [ctx.scale(v, scale=2.0) for v in vjp(ctx, op, cts, needed)]
+        )
 
 
 class KnownAndNewInLoops(ForgetLoopAccumulation):
@@ -340,7 +342,9 @@ class WrongTanhRule(Mutant):
     name = "wrong-tanh-rule"
 
     def patches(self) -> Any:
-        return vjp_wrapped("tanh", lambda vjp, ctx, op, cts, needed: [ctx.scale(v, scale=2.0) for v in vjp(ctx, op, cts, needed)])
+        return vjp_wrapped(
+            "tanh", lambda vjp, ctx, op, cts, needed: [ctx.scale(v, scale=2.0) for v in vjp(ctx, op, cts, needed)]
+        )
 
 
 class KnownAndNewInIfs(Mutant):

@@ -386,7 +386,9 @@ def test_known_defects_are_counted_and_the_search_goes_on(tmp_path: Path) -> Non
     sin = ROOT / "tests" / "known" / "wrong-sin-and-cos-rules" / "4d75ce15ec26.case"
     exp = ROOT / "tests" / "known" / "known-and-new-in-loops" / "b932bcfb32c7.case"
     (known / "wrong-sin-rule" / "sin.case").write_text(sin.read_text())
-    (known / "wrong-sin-rule" / "exp.case").write_text(exp.read_text().replace('"area": "while"', '"area": "elementwise"'))
+    (known / "wrong-sin-rule" / "exp.case").write_text(
+        exp.read_text().replace('"area": "while"', '"area": "elementwise"')
+    )
     entry = '[[defect]]\nculprit = "op {0}"\nkind = "wrong value"\ncase = "wrong-sin-rule/{0}.case"\nreason = "r"\n'
     (known / "wrong-sin-rule.toml").write_text(entry.format("sin") + entry.format("exp"))
     env = dict(ENV, GRADCERT_KNOWN_DEFECTS=str(known))

@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 
 from gradcert.conformance.defects import KnownDefectsError, canonical, entries, kind, known_defects, signature
-from gradcert.generators.case import load_case, parse_case
-from gradcert.reports.summary import load
+from gradcert.generators.case import parse_case
 
 from ..conftest import ENV, ROOT, certify, records
 
@@ -272,7 +271,9 @@ def test_a_new_defect_beside_a_known_one_in_the_same_area_is_found(
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
     assert new_defects(r.stdout) == [new], r.stdout
     statuses = Counter(x["status"] for x in cases(recs))
-    assert statuses["known"] > 0 and statuses["fail"] > 0 and sum(statuses.values()) == (500 if profile else 24), statuses
+    assert statuses["known"] > 0 and statuses["fail"] > 0 and sum(statuses.values()) == (500 if profile else 24), (
+        statuses
+    )
     assert f"KNOWN {backend.replace('KnownAndNewIn', 'known-and-new-in-').lower()}" in r.stdout
     page = (tmp_path / "r.html").read_text()
     assert "Defects: 1 new, 1 known" in page
@@ -311,12 +312,20 @@ def test_baseline_same_backend_twice_passes_and_a_planted_regression_fails(tmp_p
     assert "0 regression(s)" in r.stdout and "still failing: if | wrong value" in r.stdout
     # the same backend with one more defect: its cases regress
     r, _ = run(
-        "tests.mutants:KnownAndNewInIfsRegressed", tmp_path / "worse", "if", *CERTIFY, "--baseline", str(base), env=KNOWN
+        "tests.mutants:KnownAndNewInIfsRegressed",
+        tmp_path / "worse",
+        "if",
+        *CERTIFY,
+        "--baseline",
+        str(base),
+        env=KNOWN,
     )
     assert r.returncode == 1, r.stdout[-3000:]
     assert "new: every op | zero-fill left without a use" in r.stdout and "regressed: test_if.py::" in r.stdout
     # a defect removed: listed as fixed
-    r, _ = run("tests.mutants:KnownAndNewInIfsFixed", tmp_path / "better", "if", *CERTIFY, "--baseline", str(base), env=KNOWN)
+    r, _ = run(
+        "tests.mutants:KnownAndNewInIfsFixed", tmp_path / "better", "if", *CERTIFY, "--baseline", str(base), env=KNOWN
+    )
     assert r.returncode == 0, r.stdout[-3000:]
     assert "fixed: if | wrong value" in r.stdout
     page = (tmp_path / "better" / "r.html").read_text()

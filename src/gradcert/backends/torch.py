@@ -11,9 +11,10 @@ Lowering choices (docs/torch-jax.md says what was measured):
 - `if` and `while` are Python control flow on the predicate's value: PyTorch records only the
   path taken, as a user's eager code would.
 - In-place ops are PyTorch's real in-place methods (`x.tanh_()`, `x.add_(y)`, ...; `scale_` is
-  `mul_` then `add_`). Where PyTorch refuses one -- on a leaf that requires grad, or when the
-  backward needs a value the op overwrote -- the case is `unsupported`: documented PyTorch
-  behaviour, not a finding.
+  `mul_` then `add_`). An input the program overwrites in place is cloned first, as a user clones
+  a leaf that requires grad before writing it (PyTorch forbids writing the leaf itself). Where
+  PyTorch refuses one -- the backward needs a value the op overwrote -- the case is `refused`:
+  documented PyTorch behaviour, on file as a known defect with that reason.
 - Values cross block boundaries by copy (`clone`), as the IR says, so an in-place op inside a
   branch or loop body never overwrites a value outside it.
 - `stop_gradient` values and the no-grad set are `detach()`ed where they are defined.
@@ -55,7 +56,9 @@ def _while(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
         carry, trips = low.nested(body, carry), trips + 1
         if trips > TRIP_LIMIT:
             raise RuntimeError(f"while: more than {TRIP_LIMIT} trips")
-    return carry
+    # (a loop that runs no trip returns copies of its operands, as every block boundary does: an
+    # in-place op on its result must not write the operand)
+    return carry if trips else [low.copy(x) for x in carry]
 
 
 def _inplace(low: Lowering, op: Operation, a: list[Any]) -> Any:
@@ -185,6 +188,17 @@ class _TorchLowering(Lowering):
         return [t.clone() for t in x] if isinstance(x, (list, tuple)) else x.clone()
 
 
+def _overwritten_inputs(case: Case) -> set[Value]:
+    """The program's inputs that an in-place op overwrites."""
+    inputs = set(case.program.inputs)
+    out = set()
+    for op in case.program.walk():
+        k = OPS[op.name].autodiff.inplace_of
+        if k is not None and op.operands[k] in inputs:
+            out.add(op.operands[k])
+    return out
+
+
 def _refused_inplace(e: RuntimeError) -> bool:
     text = str(e)
     return "in-place operation" in text or "inplace operation" in text
@@ -249,8 +263,11 @@ class TorchBackend(ArrayApiBackend):
         low = _TorchLowering("torch", self.table, self.torch, kernels(self.xp), blocked)
         if watching:
             low.watched, low.recorded, low.replay = frozenset(case.no_grad), recorded, replay
+        overwritten = _overwritten_inputs(case)
         for v, leaf in zip(case.program.inputs, leaves):
-            low.env[v] = low.result(v, leaf)
+            # (PyTorch forbids writing a leaf that requires grad in place; a user clones it first,
+            # and the gradient flows through the clone to the leaf)
+            low.env[v] = low.result(v, leaf.clone() if v in overwritten and leaf.requires_grad else leaf)
         low.run_block(case.program.block)
         return low.env
 
@@ -322,6 +339,9 @@ class TorchBackend(ArrayApiBackend):
             if cots is None
             else [torch.from_numpy(np.array(u)).to(self.device) for u in cots]
         )
+        # (PyTorch's own check of every cotangent against its output, run on the outputs left out
+        # below too: a cotangent of the wrong shape is refused as `autograd.grad` refuses it)
+        torch.autograd._make_grads(list(ys), list(us), is_grads_batched=False)
         pairs = [(y, u) for y, u in zip(ys, us) if y.requires_grad]
         wanted = [x for x in xs if x.requires_grad]
         got: list[Any] = [None] * len(xs)

@@ -40,7 +40,6 @@ import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -170,7 +169,7 @@ class _Search:
         """The first derived case of `phases` that fails as the case does: those whose structure
         failed before first (a case of a cause met already is localized in a call or two), then
         every one in order, smallest first."""
-        listed = [(d, name) for d, name in self.candidates([p for p in phases if p != "windows"]) if d is not None]
+        listed = list(self.candidates([p for p in phases if p != "windows"]))
         tried = set()
         for d, name in listed:
             if _structure(d) in self.cache.failed:
@@ -179,42 +178,34 @@ class _Search:
                     return self.found(name, d)
         later = self.candidates(["windows"] if "windows" in phases else [])
         for d, name in itertools.chain(listed, later):
-            if d is not None and id(d) not in tried and self.fails(d):
+            if id(d) not in tried and self.fails(d):
                 return self.found(name, d)
         return None
 
-    def candidates(self, phases: Sequence[str]) -> Iterator[tuple[Case | None, Callable[[], str]]]:
-        """The derived cases of `phases`, in order, each with what names its culprit."""
+    def candidates(self, phases: Sequence[str]) -> Iterator[tuple[Case, Callable[[Case], str]]]:
+        """The derived cases of `phases`, in order, each with what names its culprit from it."""
         cut = self.cut
+        out: Iterable[tuple[Case | None, Callable[[Case], str]]] = ()
         if "outputs" in phases:
-            for x in cut.passed_through():
-                d = cut.window([], [x])
-                yield d, functools.partial(self.passed_through, d)
+            out = itertools.chain(out, ((cut.window([], [x]), self.passed_through) for x in cut.passed_through()))
         if "ops" in phases:
-            for op in cut.ops():
-                d = cut.single(op)
-                yield d, functools.partial(self.refine, op, d)
+            out = itertools.chain(out, ((cut.single(op), functools.partial(self.refine, op)) for op in cut.ops()))
         if "regions" in phases:
-            for op in sorted(cut.regions(), key=_depth, reverse=True):
-                d = cut.region(op)
-                yield d, functools.partial(self.construct, op, d)
+            inner_first = sorted(cut.regions(), key=_depth, reverse=True)
+            out = itertools.chain(out, ((cut.region(op), functools.partial(self.construct, op)) for op in inner_first))
         if "fanouts" in phases:
-            for _, users in cut.fanouts():
-                how = "add_n of three or more" if len(users) >= 3 else "add of two"
-                yield cut.window(users), functools.partial(str, f"accumulation of a value read by several ops ({how})")
+            out = itertools.chain(out, ((cut.window(users), _accumulation(users)) for _, users in cut.fanouts()))
         if "windows" in phases:
             top = [op for op in cut.case.program.block.ops if op.name not in _SKIP]
-            for length in range(2, min(len(top), WINDOW) + 1):
-                for start in range(len(top) - length + 1):
-                    window = top[start : start + length]
-                    yield cut.window(window), functools.partial(str, "ops " + " ".join(op.name for op in window))
+            spans = (top[k : k + n] for n in range(2, min(len(top), WINDOW) + 1) for k in range(len(top) - n + 1))
+            out = itertools.chain(out, ((cut.window(w), _sequence(w)) for w in spans))
+        return ((d, name) for d, name in out if d is not None)
 
-    def found(self, name: Callable[[], str], derived: Case | None) -> Cause:
+    def found(self, name: Callable[[Case], str], derived: Case) -> Cause:
         """The cause shown by failing `derived`: at the second order, where its first order passes,
         an op of its first-order program (the reference's backward of it) that fails alone at the
         first order is the culprit (a wrong rule met through another op's backward); else the
         culprit `name` gives, tagged with the order and dtype where only they fail."""
-        assert derived is not None
         tags = []
         if derived.order == 2 and not self.fails(self.cut.first(derived), spend=False):
             inner = self.through_first_order(derived)
@@ -222,7 +213,7 @@ class _Search:
                 inner.probes = self.calls
                 return inner
             tags.append("second order")
-        culprit = name()
+        culprit = name(derived)
         if derived.dtype == "f32" and not self.fails(derived.widened(), spend=False):
             tags.append("float32")
         return Cause(culprit + (f" [{', '.join(tags)}]" if tags else ""), derived, self.calls)
@@ -234,8 +225,15 @@ class _Search:
             return None
         try:
             q, feeds = first_order(derived.program, derived.output_values, derived.wrt_values, derived.cotangents)
-            case = Case(q, [*derived.inputs, *feeds], list(range(len(q.outputs))), derived.wrt,
-                        derived.cotangents2, [], derived.area)
+            case = Case(
+                q,
+                [*derived.inputs, *feeds],
+                list(range(len(q.outputs))),
+                derived.wrt,
+                derived.cotangents2,
+                [],
+                derived.area,
+            )
             inner = _Search(_Cutter(case, self.kind), self.kind, self._probe, self.cache, self.budget)
         except Exception:
             return None
@@ -245,11 +243,14 @@ class _Search:
         return found
 
     # --- naming -------------------------------------------------------------------------------
+    def plain(self, derived: Case) -> list[Case | None]:
+        """Plain `tanh`, `sin` and `multiply` on `derived`'s first input, without its uses."""
+        return [self.cut.unary(derived, "tanh", False), self.cut.unary(derived, "sin", False), self.cut.binary(derived)]
+
     def passed_through(self, derived: Case) -> str:
         """The culprit of a failing case whose output is its input: that, or every op where plain
         ops on the same input fail the same way."""
-        plain = [self.cut.unary(derived, "tanh", False), self.cut.unary(derived, "sin", False)]
-        if self.all_fail([*plain, self.cut.binary(derived)], 2):
+        if self.all_fail(self.plain(derived), 2):
             return "every op"
         x = derived.program.inputs[0]
         uses = [w for w, on in (("in the no-grad set", derived.no_grad), ("stop_gradient", x.stop_gradient)) if on]
@@ -287,9 +288,7 @@ class _Search:
         if self.all_fail(alternatives, max(1, len(alternatives) - 1)):
             # not the op's rule: something every op meets (plain ops, with none of its uses, fail
             # too), the uses it needs, or every op of its family
-            plain = [self.cut.unary(derived, "tanh", False), self.cut.unary(derived, "sin", False)]
-            plain.append(self.cut.binary(derived))
-            if self.all_fail(plain, 2):
+            if self.all_fail(self.plain(derived), 2):
                 if derived.cotangents is not None and not self.fails(self.cut.without_cotangents(derived), spend=False):
                     return USES["explicit cotangents"]
                 return "every op"
@@ -313,6 +312,32 @@ class _Search:
         return f"{op.name}: a loop-carried value" if wrong & carried else op.name
 
 
+def _named(culprit: str) -> Callable[[Case], str]:
+    return lambda _: culprit
+
+
+def _accumulation(users: Sequence[Operation]) -> Callable[[Case], str]:
+    how = "add_n of three or more" if len(users) >= 3 else "add of two"
+    return _named(_overwriting(users) or f"accumulation of a value read by several ops ({how})")
+
+
+def _sequence(ops: Sequence[Operation]) -> Callable[[Case], str]:
+    return _named(_overwriting(ops) or "ops " + " ".join(o.name for o in ops))
+
+
+def _overwriting(ops: Sequence[Operation]) -> str:
+    """The mechanism of ops one of which overwrites in place a value another uses or computed
+    (a backward that needs the value as it was: saved, or read after the write), or ""."""
+    for op in ops:
+        k = OPS[op.name].autodiff.inplace_of
+        if k is None:
+            continue
+        v = op.operands[k]
+        if any(o is not op and (v in o.operands or v in o.results) for o in ops):
+            return "an in-place op overwriting a value another op uses"
+    return ""
+
+
 def _depth(op: Operation) -> int:
     n, b = 0, op.parent
     while b is not None and b.parent is not None:
@@ -323,7 +348,10 @@ def _depth(op: Operation) -> int:
 def _structure(case: Case) -> str:
     """A derived case without its values and sizes (a dimension of 1, which broadcasts, kept):
     what the cache keys."""
-    text = _DIMS.sub(lambda m: m[1] + "[" + ",".join("1" if d.strip() == "1" else "n" for d in m[2].split(",") if d.strip()) + "]", print_program(case.program))
+    text = _DIMS.sub(
+        lambda m: m[1] + "[" + ",".join("1" if d.strip() == "1" else "n" for d in m[2].split(",") if d.strip()) + "]",
+        print_program(case.program),
+    )
     return f"{case.area}|{case.order}|{len(case.no_grad)}|{case.cotangents is None}|{text}"
 
 
@@ -410,7 +438,9 @@ class _Cutter:
     def passed_through(self) -> list[Value]:
         """The differentiated outputs that are the program's inputs themselves."""
         program = self.case.program
-        return list(dict.fromkeys(v for v in self.case.output_values if v in program.inputs and is_differentiable(v.type)))
+        return list(
+            dict.fromkeys(v for v in self.case.output_values if v in program.inputs and is_differentiable(v.type))
+        )
 
     def regions(self) -> list[Operation]:
         return [op for op in self.case.program.walk() if op.blocks and self.on_path(op)]
@@ -541,7 +571,7 @@ class _Cutter:
         tensors = [v for v in dop.operands if isinstance(v.type, TensorType)]
         if len(set(_reads(dop))) < len(_reads(dop)):
             out.append("repeated operand")
-        if d.drawing.family == "binary" and len({v.type.shape for v in tensors}) > 1:  # type: ignore[attr-defined]
+        if d.drawing.family == "binary" and len({v.tensor.shape for v in tensors}) > 1:
             out.append("broadcasting")
         if d.autodiff.inplace_of is not None:
             out.append("in place")
@@ -599,8 +629,15 @@ class _Cutter:
         new.block.append(op)
         new.outputs = list(op.results)
         no_grad = [x] if uses and v in derived.no_grad else []
-        out = Case(new, [np.array(derived.inputs[first], copy=True)], [0], [0],
-                   None if derived.cotangents is None else [self._normal(op.results[0])], no_grad, derived.area)
+        out = Case(
+            new,
+            [np.array(derived.inputs[first], copy=True)],
+            [0],
+            [0],
+            None if derived.cotangents is None else [self._normal(op.results[0])],
+            no_grad,
+            derived.area,
+        )
         return self.second(out) if derived.order == 2 else out
 
     def twice(self, derived: Case, name: str) -> Case | None:
@@ -617,8 +654,15 @@ class _Cutter:
         op = Operation(name, [x, x], [Value(value.type)])
         new.block.append(op)
         new.outputs = list(op.results)
-        out = Case(new, [np.array(derived.inputs[k], copy=True)], [0], [0],
-                   None if derived.cotangents is None else [self._normal(op.results[0])], [], derived.area)
+        out = Case(
+            new,
+            [np.array(derived.inputs[k], copy=True)],
+            [0],
+            [0],
+            None if derived.cotangents is None else [self._normal(op.results[0])],
+            [],
+            derived.area,
+        )
         return self.second(out) if derived.order == 2 else out
 
     def binary(self, derived: Case) -> Case | None:
@@ -636,9 +680,16 @@ class _Cutter:
         op = Operation("multiply", list(new.block.args), [Value(v.type)])
         new.block.append(op)
         new.outputs = list(op.results)
-        x = derived.inputs[first]
-        out = Case(new, [np.array(x, copy=True), np.flip(x).copy()], [0], [0, 1],
-                   None if derived.cotangents is None else [self._normal(op.results[0])], [], derived.area)
+        value = derived.inputs[first]
+        out = Case(
+            new,
+            [np.array(value, copy=True), np.flip(value).copy()],
+            [0],
+            [0, 1],
+            None if derived.cotangents is None else [self._normal(op.results[0])],
+            [],
+            derived.area,
+        )
         return self.second(out) if derived.order == 2 else out
 
     def without_use(self, derived: Case, use: str) -> Case | None:
@@ -648,8 +699,15 @@ class _Cutter:
         dop = program.block.ops[-1]
         if use == "no-grad set":
             return Case(
-                program, derived.inputs, derived.outputs, derived.wrt, derived.cotangents, [], derived.area,
-                order=derived.order, cotangents2=derived.cotangents2,
+                program,
+                derived.inputs,
+                derived.outputs,
+                derived.wrt,
+                derived.cotangents,
+                [],
+                derived.area,
+                order=derived.order,
+                cotangents2=derived.cotangents2,
             )
         new = Program()
         values: dict[Value, Value] = {}
@@ -696,8 +754,15 @@ class _Cutter:
 
     def without_cotangents(self, derived: Case) -> Case:
         return Case(
-            derived.program, derived.inputs, derived.outputs, derived.wrt, None, derived.no_grad, derived.area,
-            order=derived.order, cotangents2=derived.cotangents2,
+            derived.program,
+            derived.inputs,
+            derived.outputs,
+            derived.wrt,
+            None,
+            derived.no_grad,
+            derived.area,
+            order=derived.order,
+            cotangents2=derived.cotangents2,
         )
 
     def _again(self, derived: Case, program: Program, inputs: list[np.ndarray] | None = None) -> Case | None:
@@ -710,8 +775,15 @@ class _Cutter:
         wrt = [k for k, v in enumerate(program.inputs) if is_differentiable(v.type)]
         cots = None if derived.cotangents is None else [self._normal(v) for v in program.outputs]
         no_grad = [program.inputs[k] for k, v in enumerate(derived.program.inputs) if v in derived.no_grad]
-        out = Case(program, [np.array(x, copy=True) for x in inputs], list(range(len(program.outputs))), wrt, cots,
-                   no_grad, derived.area)
+        out = Case(
+            program,
+            [np.array(x, copy=True) for x in inputs],
+            list(range(len(program.outputs))),
+            wrt,
+            cots,
+            no_grad,
+            derived.area,
+        )
         return self.second(out) if derived.order == 2 else out
 
     def region_roles(self, op: Operation, derived: Case) -> tuple[set[str], set[str]]:
@@ -743,11 +815,12 @@ def _copy(op: Operation, values: dict[Value, Value]) -> Operation:
         return nb
 
     blocks = [block(b) for b in op.blocks]
-    new = Operation(op.name, [values[v] for v in op.operands], [_fresh(r, values) for r in op.results], op.attrs, blocks)
+    new = Operation(
+        op.name, [values[v] for v in op.operands], [_fresh(r, values) for r in op.results], op.attrs, blocks
+    )
     return new
 
 
 def _fresh(v: Value, values: dict[Value, Value]) -> Value:
     values[v] = c = Value(v.type, None, v.stop_gradient)
     return c
-

@@ -15,8 +15,8 @@ from gradcert.backends.registry import resolve
 from gradcert.conformance.api import FAILING, BackendResult, Status, Verdict
 from gradcert.conformance.areas import Area
 from gradcert.conformance.defects import canonical, kind, known_defects, unlocalized
-from gradcert.conformance.localize import PASSED, Cache, Cause, localize
 from gradcert.conformance.isolation.runner import InProcess, Isolated, Outcome
+from gradcert.conformance.localize import PASSED, Cache, Cause, localize
 from gradcert.conformance.oracles import Tolerance, float32_tolerance, judge, normals
 from gradcert.conformance.oracles import reference as compare_reference
 from gradcert.conformance.results import ResultsFile
