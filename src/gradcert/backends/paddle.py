@@ -44,7 +44,7 @@ from gradcert.conformance.api import BackendResult, OpRecord, Unsupported
 from gradcert.conformance.oracles import TOLERANCES, _close
 from gradcert.generators.case import Case
 from gradcert.reference.interpreter import run
-from gradcert.reference.ir import Operation
+from gradcert.reference.ir import Block, Operation, Value
 from gradcert.reference.ir.types import TensorType, is_differentiable
 from gradcert.reference.ops import OPS
 from gradcert.reference.ops.structure import slice_index
@@ -74,7 +74,7 @@ def _if(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
 
     def branch(k: int) -> Any:
         def fn() -> Any:
-            ys = flatten(low.run_block(op.blocks[k]), types)
+            ys = flatten(_yields(low, op.blocks[k], low.run_block(op.blocks[k])), types)
             return ys or None
 
         return fn
@@ -84,12 +84,34 @@ def _if(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
     return unflatten(flat, types)
 
 
+def _overwritten(v: Value) -> bool:
+    """Whether an in-place op of the program writes `v`."""
+    return any(
+        OPS[u.name].autodiff.inplace_of is not None and u.operands[OPS[u.name].autodiff.inplace_of] is v for u in v.uses
+    )
+
+
+def _yields(low: Lowering, block: Block, ys: list[Any]) -> list[Any]:
+    """A block's yields, each tensor defined outside the block copied (`assign`): the IR's values
+    cross a block boundary by copy, where Paddle's `if` and `while` results may share the buffer
+    of an outer value they yield, so that an in-place op on the result would write the outer
+    value (Python's aliasing, which `to_static` keeps)."""
+    term = block.terminator
+    assert term is not None
+    return [
+        low.ns.assign(y) if isinstance(v.type, TensorType) and not block.encloses(v.block) else y
+        for v, y in zip(term.operands, ys)
+    ]
+
+
 def _while(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
     cond, body = op.blocks
     types = types_of(op.operands)
+    if any(_overwritten(r) for r in op.results):  # (a loop of no trip returns its operands: as `_yields`)
+        a = [low.ns.assign(x) if isinstance(v.type, TensorType) else x for v, x in zip(op.operands, a)]
     out = low.ns.static.nn.while_loop(
         lambda *xs: low.run_block(cond, unflatten(xs, types))[0],
-        lambda *xs: flatten(low.run_block(body, unflatten(xs, types)), types),
+        lambda *xs: flatten(_yields(low, body, low.run_block(body, unflatten(xs, types))), types),
         flatten(a, types),
     )
     return unflatten(list(out), types)
