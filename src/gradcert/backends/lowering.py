@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gradcert.backends.registry import framework_version
-from gradcert.conformance.api import BackendResult, Unsupported
+from gradcert.conformance.api import AdapterLimit, BackendResult, Unsupported
 from gradcert.reference.autodiff.prune import coreachable
 from gradcert.reference.ir import Block, Operation, Value
 from gradcert.reference.ir.types import Type, VectorType
@@ -139,7 +139,7 @@ def refuse_second_order_no_grad(case: Any, framework: str) -> None:
     to. (What would: differentiate the first order with the blocked values as extra arguments,
     then add their own vector-Jacobian products to the second derivative.)"""
     if case.order == 2 and case.no_grad:
-        raise Unsupported(
+        raise AdapterLimit(
             f"a no-grad set at second order: {framework} has no per-call no-grad set, and stopping the "
             "gradient where its values are defined would stop the second derivative there too"
         )

@@ -39,6 +39,16 @@ class Unsupported(Exception):
     capability the backend does not declare, `refused` (a failure) where it declares it."""
 
 
+class AdapterLimit(Unsupported):
+    """Raised by an adapter for a case it cannot lower into its framework faithfully (a request the
+    framework's API has no way to say): a limit of the adapter, stated in the message. Its
+    verdict is `unsupported` whatever the capabilities, counted and reported as the adapter's
+    limit, never a defect of the framework's."""
+
+
+LIMIT = "adapter limit: "  # how an `unsupported` verdict's message names an adapter's limit
+
+
 @dataclass
 class OpRecord:
     """One op of a backend's backward program, normalised for the structural invariants."""

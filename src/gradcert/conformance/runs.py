@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from gradcert.conformance.api import DEFECTIVE, STATUSES, Status
+from gradcert.conformance.api import DEFECTIVE, LIMIT, STATUSES, Status
 from gradcert.conformance.results import ResultsFile, read_records
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
@@ -266,6 +266,11 @@ def print_summary(loaded: Any, known: dict[str, Any], out: IO[str] = sys.stdout)
             print("  " + area.ljust(width) + "".join(str(c[s]).rjust(max(len(s), 5) + 2) for s in shown), file=out)
     for backend, tally in loaded.coverage.items():
         print(f"\n{backend}: {tally.summary()}", file=out)
+    limits = Counter(
+        (r["backend"], r.get("message", "")) for r in loaded.cases if str(r.get("message", "")).startswith(LIMIT)
+    )
+    for (backend, why), n in sorted(limits.items()):
+        print(f"\n{backend}: {n} case(s) beyond the adapter's limits (unsupported): {why[len(LIMIT) :]}", file=out)
     found = defects(loaded, known)
     for d in found:
         ex = d.example or {}

@@ -217,7 +217,8 @@ class Session:
         if isinstance(got, Outcome):
             # the area's capabilities are the backend's (else its tests are skipped): a case it
             # cannot express is refused, a failure
-            status = Status.REFUSED if got.status == Status.UNSUPPORTED else got.status
+            limit = got.error_type == "AdapterLimit"  # (not the framework's: counted as unsupported)
+            status = Status.REFUSED if got.status == Status.UNSUPPORTED and not limit else got.status
             return Verdict(status, "backend", got.message), timings
         timings.update({f"backend.{k}": v for k, v in got.timings.items()})  # as the backend splits its time
         t = time.perf_counter()
@@ -285,6 +286,8 @@ class Session:
             # a clear error: Paddle's ValueError, or any error whose message names the shape
             if got.status == Status.ERROR and (got.error_type == "ValueError" or "shape" in got.message.lower()):
                 return Verdict(Status.PASS)
+            if got.error_type == "AdapterLimit":
+                return Verdict(Status.UNSUPPORTED, "backend", got.message)
             return Verdict(
                 {Status.ERROR: Status.FAIL, Status.UNSUPPORTED: Status.REFUSED}.get(got.status, got.status),
                 "bad_request",

@@ -16,7 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from gradcert.conformance.api import Backend, BackendResult, Status, Unsupported
+from gradcert.conformance.api import LIMIT, AdapterLimit, Backend, BackendResult, Status, Unsupported
 from gradcert.conformance.isolation.wire import result_from_json
 from gradcert.generators.case import Case
 
@@ -46,6 +46,8 @@ class InProcess:
     def run(self, case: Case) -> BackendResult | Outcome:
         try:
             return self.backend.run(case)
+        except AdapterLimit as e:
+            return Outcome(Status.UNSUPPORTED, LIMIT + str(e), "AdapterLimit")
         except Unsupported as e:
             return Outcome(Status.UNSUPPORTED, str(e))
         except Exception as e:
@@ -154,6 +156,8 @@ class Isolated:
         assert isinstance(reply, dict)
         if "ok" in reply:
             return result_from_json(reply["ok"])  # type: ignore[arg-type]
+        if "limit" in reply:
+            return Outcome(Status.UNSUPPORTED, LIMIT + str(reply["limit"]), "AdapterLimit")
         if "unsupported" in reply:
             return Outcome(Status.UNSUPPORTED, str(reply["unsupported"]))
         err = reply["error"]

@@ -10,7 +10,7 @@ import sys
 import traceback
 
 from gradcert.backends.registry import resolve
-from gradcert.conformance.api import Backend, Unsupported
+from gradcert.conformance.api import AdapterLimit, Backend, Unsupported
 from gradcert.conformance.isolation.wire import result_to_json
 from gradcert.generators.case import parse_case
 from gradcert.reference import collector
@@ -44,6 +44,8 @@ def _reply(backend: Backend, line: str) -> dict[str, object]:
     try:
         case = parse_case(json.loads(line)["case"])
         return {"ok": result_to_json(backend.run(case))}
+    except AdapterLimit as e:
+        return {"limit": str(e)}
     except Unsupported as e:
         return {"unsupported": str(e)}
     except Exception as e:  # the backend raised: an `error` verdict (or the expected bad-request error)
