@@ -86,9 +86,11 @@ def _if(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
 
 def _overwritten(v: Value) -> bool:
     """Whether an in-place op of the program writes `v`."""
-    return any(
-        OPS[u.name].autodiff.inplace_of is not None and u.operands[OPS[u.name].autodiff.inplace_of] is v for u in v.uses
-    )
+    for u in v.uses:
+        k = OPS[u.name].autodiff.inplace_of
+        if k is not None and u.operands[k] is v:
+            return True
+    return False
 
 
 def _yields(low: Lowering, block: Block, ys: list[Any]) -> list[Any]:
