@@ -35,6 +35,7 @@ value-dependent failure of one op never takes the blame for another op's bug.
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import re
@@ -104,6 +105,8 @@ class Cache:
     passed: set[str] = field(default_factory=set)
     failed: set[str] = field(default_factory=set)
     culprits: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # kind -> how often each phase found its culprit: the phases tried first for that kind
+    phases: dict[str, collections.Counter[str]] = field(default_factory=dict)
 
 
 def localize(case: Case, kind: str, probe: Probe, cache: Cache | None = None, budget: int = 32) -> Cause | None:
@@ -168,17 +171,30 @@ class _Search:
     def run(self, phases: Sequence[str] = PHASES) -> Cause | None:
         """The first derived case of `phases` that fails as the case does: those whose structure
         failed before first (a case of a cause met already is localized in a call or two), then
-        every one in order, smallest first."""
-        listed = list(self.candidates([p for p in phases if p != "windows"]))
+        phase by phase, the phases where this kind's culprits were found most often first (else
+        smallest first). A region or a run of ops found before the ops in it were tried is named
+        by one of them where one fails alone: the culprit is the smallest part that fails."""
+        listed = {p: list(self.candidates([p])) for p in phases if p != "windows"}
         tried = set()
-        for d, name in listed:
-            if _structure(d) in self.cache.failed:
-                tried.add(id(d))
-                if self.fails(d):
-                    return self.found(name, d)
-        later = self.candidates(["windows"] if "windows" in phases else [])
-        for d, name in itertools.chain(listed, later):
-            if id(d) not in tried and self.fails(d):
+        for p in listed:
+            for d, name in listed[p]:
+                if _structure(d) in self.cache.failed:
+                    tried.add(id(d))
+                    if self.fails(d):
+                        return self.found(name, d)
+        seen = self.cache.phases.setdefault(self.kind, collections.Counter())
+        for p in sorted(phases, key=lambda p: (-seen[p], PHASES.index(p))):
+            for d, name in listed[p] if p in listed else self.candidates([p]):
+                if id(d) in tried or not self.fails(d):
+                    continue
+                seen[p] += 1
+                wrong = self.last_wrong  # (what names a region's construct)
+                if PHASES.index(p) > PHASES.index("ops") and "ops" in phases:
+                    for op in self.cut.ops(within=d):
+                        one = self.cut.single(op)
+                        if one is not None and self.fails(one):
+                            return self.found(functools.partial(self.refine, op), one)
+                self.last_wrong = wrong
                 return self.found(name, d)
         return None
 
@@ -206,6 +222,7 @@ class _Search:
         an op of its first-order program (the reference's backward of it) that fails alone at the
         first order is the culprit (a wrong rule met through another op's backward); else the
         culprit `name` gives, tagged with the order and dtype where only they fail."""
+        culprit = name(derived)  # (first: a region's is named by the wrong inputs of its case)
         tags = []
         if derived.order == 2 and not self.fails(self.cut.first(derived), spend=False):
             inner = self.through_first_order(derived)
@@ -213,7 +230,6 @@ class _Search:
                 inner.probes = self.calls
                 return inner
             tags.append("second order")
-        culprit = name(derived)
         if derived.dtype == "f32" and not self.fails(derived.widened(), spend=False):
             tags.append("float32")
         return Cause(culprit + (f" [{', '.join(tags)}]" if tags else ""), derived, self.calls)
@@ -374,14 +390,20 @@ class _Cutter:
         interp.run(program, [np.array(x, copy=True) for x in case.inputs])
         self.values: dict[Value, np.ndarray] = {v: to_numpy(xs[0]) for v, xs in interp.kept.items() if xs}
         self.rng = np.random.default_rng(int(case.id, 16))
+        self.made: dict[int, list[Operation]] = {}  # a derived case (by id) -> the ops it was cut from
         # (a value's failure lies on a path: a wrong value, None or a gradient where it does not
         # belong, a broken invariant of the backward program)
         self.paths = None if kind.startswith("raised") or kind in ("crash", "refused") else self._paths()
 
     # --- what to cut ----------------------------------------------------------------------------
-    def ops(self) -> Iterable[Operation]:
-        """Every op that computes, in program order (top level first, then inside regions)."""
+    def ops(self, within: Case | None = None) -> Iterable[Operation]:
+        """Every op that computes, in program order (top level first, then inside regions); `within`:
+        of the ops a derived case was cut from, those and the ops inside them."""
         program = self.case.program
+        if within is not None:
+            made = [o for op in self.made.get(id(within), []) for o in op.walk()]
+            yield from self._probeable([o for o in made if not o.blocks])
+            return
         nested = []
         for op in program.block.ops:
             if not op.blocks:
@@ -506,7 +528,10 @@ class _Cutter:
             program.block.append(_copy(op, values))
         program.outputs = [values[r] for r in outs]
         inputs = [np.array(self.values[v], copy=True) for v in reads]
-        return self.request(program, inputs, [values[v] for v in self.case.no_grad if v in values])
+        derived = self.request(program, inputs, [values[v] for v in self.case.no_grad if v in values])
+        if derived is not None:
+            self.made[id(derived)] = list(ops)
+        return derived
 
     def request(self, program: Program, inputs: list[np.ndarray], no_grad: list[Value]) -> Case | None:
         case = self.case
