@@ -218,13 +218,17 @@ class _Search:
         return ((d, name) for d, name in out if d is not None)
 
     def found(self, name: Callable[[Case], str], derived: Case) -> Cause:
-        """The cause shown by failing `derived`: at the second order, where its first order passes,
-        an op of its first-order program (the reference's backward of it) that fails alone at the
-        first order is the culprit (a wrong rule met through another op's backward); else the
-        culprit `name` gives, tagged with the order and dtype where only they fail."""
-        culprit = name(derived)  # (first: a region's is named by the wrong inputs of its case)
+        """The cause shown by failing `derived`: at the second order, where its first order fails
+        too, the first-order case shows and names it; where that passes, an op of its first-order
+        program (the reference's backward of it) that fails alone at the first order is the
+        culprit (a wrong rule met through another op's backward); else the culprit `name` gives,
+        tagged with the order and dtype where only they fail."""
+        wrong = self.last_wrong  # (a region's construct is named by the wrong inputs of its case)
         tags = []
-        if derived.order == 2 and not self.fails(self.cut.first(derived), spend=False):
+        if derived.order == 2:
+            first = self.cut.first(derived)
+            if self.fails(first, spend=False):
+                return self.found(name, first)
             inner = self.through_first_order(derived)
             if inner is not None:
                 inner.probes = self.calls
@@ -232,6 +236,8 @@ class _Search:
             tags.append("second order")
         if derived.dtype == "f32" and not self.fails(derived.widened(), spend=False):
             tags.append("float32")
+        self.last_wrong = wrong
+        culprit = name(derived)
         return Cause(culprit + (f" [{', '.join(tags)}]" if tags else ""), derived, self.calls)
 
     def through_first_order(self, derived: Case) -> Cause | None:
