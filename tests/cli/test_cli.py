@@ -185,7 +185,7 @@ def test_check_in_python() -> None:
 
 
 def test_a_case_whose_position_is_out_of_range_says_which(tmp_path: Path) -> None:
-    text = (ROOT / "tests" / "known" / "known-and-new-in-ifs" / "if-semantics-07a3ee63fb17.case").read_text()
+    text = (ROOT / "tests" / "known" / "known-and-new-in-ifs" / "a1b6a3849752.case").read_text()
     program, _, request = text.partition("---")
     (tmp_path / "bad.case").write_text(program + "---" + request.replace('"outputs": [0]', '"outputs": [5]', 1))
     r = run_cli("replay", "bad.case", cwd=tmp_path)

@@ -301,7 +301,7 @@ def test_results_file_skips_a_torn_last_line_and_names_a_bad_one(tmp_path: Path)
     f.append({"test_id": "t", "case_id": "a", "status": "pass"})
     with open(f.path, "a") as h:
         h.write('{"test_id": "t", "case_')  # a writer killed mid-line
-    assert list(f.finished()) == [(("t", "a"), ("pass", "", "", ""))]
+    assert list(f.finished()) == [(("t", "a"), ("pass", "", "", "", ""))]
     with open(f.path, "a") as h:
         h.write("\n{}\n")
     with pytest.raises(ResultsFileError, match=r"r.jsonl:2: not a JSON record"):

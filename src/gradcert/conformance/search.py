@@ -130,6 +130,8 @@ class Search:
         is smaller than the case met: a localized defect's is the derived case that showed its
         culprit; a defect no derived case showed is shrunk (where the search drew it)."""
         if sig in session.causes:
+            if store is not None and f.choices is not None:  # (replayed first the next night, as a shrunk one)
+                store.save(b"gradcert/" + key.encode(), _to_bytes(f.choices))
             cause, v = session.causes[sig]
             v = replace(v, status=f.verdict.status, kind=f.verdict.kind, culprit=f.verdict.culprit)
             return replace(cause.case, area=area.name), v, True
