@@ -253,6 +253,49 @@ class RepeatedNotAccumulated(Mutant):
             yield
 
 
+class WrongOnBigPrograms(Mutant):
+    """Every gradient twice what it is, in programs of five ops or more: no part of one fails alone."""
+
+    name = "wrong-on-big-programs"
+
+    def after(self, r: BackendResult, case: Case) -> BackendResult:
+        if case.size() >= 5:
+            r.grads = [None if g is None else 2 * g for g in r.grads]
+        return r
+
+
+class WrongTanhAboveHalf(Mutant):
+    """tanh's gradient doubled where its operand exceeds 0.5: a rule wrong at some values only."""
+
+    name = "wrong-tanh-above-half"
+
+    def patches(self) -> Any:
+        def wrap(vjp: Any, ctx: Any, op: Any, cts: Any, needed: Any) -> Any:
+            return (
+                [ctx.scale(v, scale=2.0) for v in vjp(ctx, op, cts, needed)]
+                if self.above
+                else vjp(ctx, op, cts, needed)
+            )
+
+        return vjp_wrapped("tanh", wrap)
+
+    def before(self, case: Case) -> Case:
+        tanh_inputs = [k for k, v in enumerate(case.program.inputs) if any(u.name == "tanh" for u in v.uses)]
+        self.above = any(float(np.max(case.inputs[k])) > 0.5 for k in tanh_inputs)
+        return case
+
+
+class WrongSinAndTanhAboveHalf(WrongTanhAboveHalf):
+    """WrongTanhAboveHalf, and sin's rule wrong everywhere."""
+
+    name = "wrong-sin-and-tanh-above-half"
+
+    @contextmanager
+    def patches(self) -> Iterator[None]:
+        with WrongTanhAboveHalf.patches(self), WrongSinRule.patches(self):  # type: ignore[arg-type]
+            yield
+
+
 class CrashOnNesting(Mutant):
     """Aborts the process on nested control flow."""
 

@@ -1,36 +1,50 @@
 """Localization: the smallest part of a failing case's program whose gradient is wrong.
 
 A failing case names where a test stood; a defect is what is wrong in the backend. To tell them
-apart, a failing case's program is cut into derived cases — each run through the same backend by
-the Backend protocol alone, judged by the same oracles — and the smallest one that fails the same
-way names the culprit:
+apart, a failing case's program is cut into derived cases -- each run through the same backend by
+the Backend protocol alone, judged by the same oracles -- and the smallest one that fails the same
+way names the culprit. The phases, smallest culprit first:
 
-1. **One op**, on the operand values the case's run gave it (the first time it ran: a loop body's
+1. **Outputs that are inputs** (`return %x`): nothing but the request.
+2. **One op**, on the operand values the case's run gave it (the first time it ran: a loop body's
    op on its first trip's values), its results differentiated with respect to its operands under
    random cotangents. An op whose operands are a vector comes with the `combine` that makes it.
-   A failing op is then told apart from a mechanism it was used in (`refine`): the same use with
-   two other ops of its family (a value read twice, in place, a stop-gradient operand, the no-grad
-   set, explicit cotangents) fails too where the mechanism is at fault, and the op itself without
-   the use (distinct operands, its out-of-place form) fails where its own rule is.
-2. **One region** (`if`, `while`), innermost first, as its own program with its operands and the
-   values its blocks capture as inputs: a construct (a branch's backward, a captured value's
-   accumulation across a loop's trips, a loop-carried value and its stack).
-3. **A value's fan-out**: the ops that read one value, together: the accumulation of its
+   A failing op is then told apart from a use it was put to (`refine`): the same use with other
+   ops of its family (a value read twice, in place, a stop-gradient value, the no-grad set)
+   failing too makes the use the culprit; plain ops failing too make it every op (or the explicit
+   cotangents, where the default ones pass); the op without a use (distinct operands, its
+   out-of-place form) failing drops that use from its name.
+3. **One region** (`if`, `while`), innermost first, with its operands and what its blocks read
+   as inputs (an `if` with the ops that compute only its condition): a branch's backward, a
+   captured value's accumulation across a loop's trips, a loop-carried value and its stack.
+4. **A value's fan-out**: the ops that read one value, together: the accumulation of its
    cotangents (`add`, or `add_n` for three or more).
-4. **A window** of consecutive top-level ops, shortest first: what needs several ops to fail (two
-   loops one after the other, say), named by the window's top-level ops.
+5. **A window** of up to `WINDOW` consecutive top-level ops, shortest first: what needs several
+   ops to fail (two loops one after the other, say); named by its ops, or by the mechanism where
+   one of them overwrites in place a value another uses.
+
+For a failure of a value (not an exception or a crash, which the forward program may raise
+anywhere) only ops and regions on a path from a differentiated input to a differentiated output
+are cut out: an op off every path gets no backward.
 
 "Fails the same way" is the same kind of discrepancy (`defects.kind`, without the role of the
 wrong inputs): a wrong value, a gradient where none belongs, an exception of one type and message,
-a crash. A derived case the backend refuses is no evidence either way; a case none of whose derived
-cases fails the same way is not localized, and keeps the signature of where it was met.
+a crash. A derived case that fails another way shows another defect and tells nothing of this
+one; one the backend refuses is no evidence either way. A case none of whose derived cases fails
+the same way is not localized, and keeps the signature of where it was met.
 
-The second order matters where the op's first-order case passes and its second-order case fails;
-float32 where the op's float64 twin passes.
+At the second order, a derived case whose first order fails too is shown by its first order; one
+whose first order passes is looked for among the ops of its first-order program (the reference's
+backward of it) at the first order -- a wrong `sin` rule met through `cos`'s backward is `sin`'s
+-- and else tagged `[second order]`. A float32 case whose float64 twin passes is tagged `[float32]`.
 
-Probes are cached by their structure (the program's text with its values left out): a structure
-that passed once is taken to pass; one that failed is run again on this case's values, so that a
-value-dependent failure of one op never takes the blame for another op's bug.
+Cost: a search spends at most `budget` backend calls. Derived cases are cached by structure (the
+program's text with its values and sizes left out): one that failed before is tried first (a case
+of a cause met already is localized in a call or two) and run again on this case's values, so
+that a value-dependent failure of one op never takes the blame for another op's bug; one that
+passed at non-degenerate values is taken to pass, and a case that finds nothing so is searched
+again without that trust. The phases where a kind's culprits were found before are tried first;
+a region or window found before its ops were tried is named by one of them that fails alone.
 """
 
 from __future__ import annotations
@@ -53,15 +67,14 @@ from gradcert.reference.ir.types import TensorType, VectorType, is_differentiabl
 from gradcert.reference.ir.verifier import verify
 from gradcert.reference.ops import OPS
 
-# a probe's answer: the kind of its failure, PASSED, or REFUSED (the backend cannot express it)
+# a derived case's answer where it passes (or cannot be judged)
 PASSED = ""
-REFUSED = "refused derived case"
 
-# a derived case's judgement: the kind of its failure (or PASSED, REFUSED) and its wrong inputs
+# a derived case's judgement: the kind of its failure (or PASSED) and its wrong inputs
 Probe = Callable[[Case], tuple[str, list[str]]]
 
-# the alternatives a failing op's use is tried with, by (family, in place); two must fail for the
-# use, not the op, to be the culprit
+# the ops a failing op's use is tried with, by (family, in place): where they fail too, the use
+# (or every op), not the op, is the culprit
 _ALTERNATIVES = {
     ("unary", False): ("tanh", "sin", "sigmoid"),
     ("unary", True): ("tanh_", "sin_", "sigmoid_"),
@@ -135,19 +148,20 @@ class _Search:
             found = self.run()
         return found
 
-    def fails(self, derived: Case | None, spend: bool = True) -> bool:
+    def fails(self, derived: Case | None, spend: bool = True, trust: bool = True) -> bool:
         """Whether `derived` fails the way the case does (cached by structure: see the module).
         `spend`: counts against the budget (the search for a culprit does; naming a found one
-        does not: it is bounded by its own few variations)."""
-        return self.answer(derived, spend) is True
+        does not: it is bounded by its own few variations); `trust`: a structure that passed
+        before is taken to pass."""
+        return self.answer(derived, spend, trust) is True
 
-    def answer(self, derived: Case | None, spend: bool = True) -> bool | None:
+    def answer(self, derived: Case | None, spend: bool = True, trust: bool = True) -> bool | None:
         """True where `derived` fails the way the case does, False where it passes, None where it
         tells nothing: it fails another way (another defect), is refused, or is not run."""
         if derived is None or (spend and self.calls >= self.budget):
             return None
         key = _structure(derived)
-        if self.trust and key in self.cache.passed:
+        if trust and self.trust and key in self.cache.passed:
             self.skipped += 1
             return False
         self.calls += 1
@@ -190,9 +204,9 @@ class _Search:
                 seen[p] += 1
                 wrong = self.last_wrong  # (what names a region's construct)
                 if PHASES.index(p) > PHASES.index("ops") and "ops" in phases:
-                    for op in self.cut.ops(within=d):
+                    for op in self.cut.ops(within=d):  # (each judged: the part they make up fails)
                         one = self.cut.single(op)
-                        if one is not None and self.fails(one):
+                        if one is not None and self.fails(one, trust=False):
                             return self.found(functools.partial(self.refine, op), one)
                 self.last_wrong = wrong
                 return self.found(name, d)

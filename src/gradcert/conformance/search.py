@@ -1,16 +1,18 @@
-"""How an area test judges its cases: drawn fast, every one judged, each new defect shrunk once by
-hypothesis.
+"""How an area test judges its cases: drawn fast, every one judged, each new defect shown once by
+its minimal case.
 
 A test judges its whole budget and never stops at a failure: failing cases are grouped by
-signature (`defects.py`) as they are judged, a known defect's cases are `known` and the drawing
-goes on. Each new defect's first case is shrunk once, within a time budget, to the smallest case
-that still fails with the same signature and clearly (`oracles.clear`); the test then fails with
-one block per new defect.
+signature (`defects.py`: the culprit localization finds, `localize.py`, and the kind) as they are
+judged, a known defect's cases are `known` and the drawing goes on. A localized defect's minimal
+case is the derived case that showed its culprit; a defect no derived case showed has its first
+case shrunk once by hypothesis, within a time budget, to the smallest case that still fails with
+the same signature and clearly (`oracles.clear`). The test then fails with one block per new
+defect.
 
 Cases are drawn by the seeded generator (`Seeded`: a few hundred microseconds a case, where
 hypothesis's engine takes milliseconds for the same draw: most of a check's time on a fast backend,
 bench/overhead.py). The seeded chooser keeps its choices as hypothesis records them, so the first
-failing case of a defect is handed to hypothesis through its example database, the way it takes a
+failing case of an unlocalized defect is handed to hypothesis through its example database, the way it takes a
 failure from an external fuzzer (`fuzz_one_input` saves it as a "secondary" example): hypothesis
 replays it and shrinks it, every step judged by the session. Hypothesis's persistent database
 (nightly) is replayed before anything new is drawn, so an earlier night's failures come first.
