@@ -77,10 +77,9 @@ class Session:
         self.saved: set[Path] = set()  # case files written by this session
         self.known = known_defects(self.name)  # signature -> the backend's known defect
         # localization (`localize.py`): derived cases' answers by structure; each failing case's
-        # cause by (case id, kind); the smallest derived case of each culprit met
-        self.localizing = True
+        # culprit by (case id, kind); the smallest derived case of each signature met, with its verdict
         self.probes = Cache()
-        self._causes: dict[tuple[str, str], Cause | None] = {}
+        self._culprits: dict[tuple[str, str], str | None] = {}
         self.causes: dict[str, tuple[Cause, Verdict]] = {}
         self.localized: list[tuple[int, bool]] = []  # per failing case: backend calls, whether localized
         self.calls: dict[tuple[str, str], int] = {}  # (case id, kind) -> the backend calls its localization spent
@@ -160,24 +159,24 @@ class Session:
         """Set failing verdict `v`'s kind and culprit: localized where a derived case shows it, else
         where it was met (its kind then names the role of the wrong inputs)."""
         plain = kind(v.status, v.oracle, v.message, v.actual, v.inputs)
-        cause = self.cause(area, case, plain) if cut else None
+        culprit = self.culprit(area, case, plain) if cut else None
         self.probed = self.calls.get((case.id, plain), 0)
         if v.oracle == "bad_request":  # (the request, not the program, is what is judged)
             v.kind, v.culprit = plain, "a cotangent of the wrong shape"
-        elif cause is not None:
-            v.kind, v.culprit = plain, cause.culprit
+        elif culprit is not None:
+            v.kind, v.culprit = plain, culprit
         else:
             v.kind = kind(v.status, v.oracle, v.message, v.actual, v.inputs, case)
             v.culprit = unlocalized(area.name, v.oracle)
 
-    def cause(self, area: Area, case: Case, plain: str) -> Cause | None:
+    def culprit(self, area: Area, case: Case, plain: str) -> str | None:
         """Where `case`'s failure of kind `plain` lives (once per case and kind); None where no
         derived case fails so, or for what is not localized: a hang (each derived case could cost
         the timeout), a bad request (the request is the culprit), answers that vary."""
-        if not self.localizing or area.check == "bad_request" or plain in (Status.TIMEOUT, Status.NONDETERMINISTIC):
+        if area.check == "bad_request" or plain in (Status.TIMEOUT, Status.NONDETERMINISTIC):
             return None
         key = (case.id, plain)
-        if key not in self._causes:
+        if key not in self._culprits:
             probe = replace(area, check="gradients")
             calls = [0]
 
@@ -186,14 +185,14 @@ class Session:
                 return self._probe(probe, d)
 
             found = localize(case, plain, judged, self.probes)
-            self._causes[key] = found
+            self._culprits[key] = None if found is None else found.culprit
             self.calls[key] = calls[0]
             self.localized.append((calls[0], found is not None))
             if found is not None:
                 sig = f"{found.culprit} | {plain}"
                 if sig not in self.causes or found.case.size() < self.causes[sig][0].case.size():
                     self.causes[sig] = (found, self._judge(probe, found.case, known=False)[0])
-        return self._causes[key]
+        return self._culprits[key]
 
     def _probe(self, area: Area, derived: Case) -> tuple[str, list[str]]:
         """A derived case's judgement, for localization: the kind of its failure, or PASSED."""
