@@ -124,13 +124,14 @@ def test_a_known_defect_met_again_is_reported_as_known_not_new(tmp_path: Path) -
     r = fuzz(tmp_path, "tests.mutants:KnownAndNewInLoops", "0.1", "while", "--isolate", "no", env=env)
     assert r.returncode == 1, r.stdout[-3000:]
     assert "KNOWN known-and-new-in-loops: op exp | wrong value" in r.stdout
-    # the new defect, in the role its shrink settled on (a loop case whose shrink keeps both the
-    # capture and the carrying within a short night may show in each)
+    # the new defect, a loop's (the planted rewrite of the loop's backward also meets a carried
+    # value's accumulation in the body now and then: a random night may show that construct too)
     new = [x for x in r.stdout.splitlines() if x.startswith("NEW")]
-    assert new and all(x.startswith(f"NEW known-and-new-in-loops: {NEW}") for x in new), r.stdout[-3000:]
+    assert any(x.startswith(f"NEW known-and-new-in-loops: {NEW}") for x in new), r.stdout[-3000:]
+    assert all(x.startswith("NEW known-and-new-in-loops: while") for x in new), r.stdout[-3000:]
     index = json.loads((tmp_path / "findings" / "index.json").read_text())
     # the known one is on file, not in the index
-    assert index and all(sig.startswith(NEW) for sig in index), index
+    assert index and all(sig.startswith("while") for sig in index), index
 
 
 NEW = "while: a captured value's accumulation across trips | wrong value"

@@ -146,6 +146,11 @@ class _Search:
         if found is None and self.skipped:
             self.trust, self.skipped = False, 0
             found = self.run()
+        if found is None and not self.cut.explicit and self.kind.startswith("wrong value") and self.cut.free:
+            # (a default cotangent of ones hides some wrong rules, a transpose's permutation: the
+            # derived cases once more under random cotangents)
+            self.cut.explicit = True
+            found = self.run()
         return found
 
     def fails(self, derived: Case | None, spend: bool = True, trust: bool = True) -> bool:
@@ -223,6 +228,8 @@ class _Search:
         if "regions" in phases:
             inner_first = sorted(cut.regions(), key=_depth, reverse=True)
             out = itertools.chain(out, ((cut.region(op), functools.partial(self.construct, op)) for op in inner_first))
+            fed = ((cut.fed(op), _named(f"{op.name} reading values other ops compute")) for op in inner_first)
+            out = itertools.chain(out, fed)
         if "fanouts" in phases:
             out = itertools.chain(out, ((cut.window(users), _accumulation(users)) for _, users in cut.fanouts()))
         if "windows" in phases:
@@ -411,6 +418,11 @@ class _Cutter:
         self.values: dict[Value, np.ndarray] = {v: to_numpy(xs[0]) for v, xs in interp.kept.items() if xs}
         self.rng = np.random.default_rng(int(case.id, 16))
         self.made: dict[int, list[Operation]] = {}  # a derived case (by id) -> the ops it was cut from
+        # derived cases ask for gradients under random cotangents where the case gives its own, and
+        # under the default ones where it does not (a zero-fill of the default cotangent left
+        # behind shows only so); never where the API takes one loss (append_backward)
+        self.free = case.area != "append_backward"  # (whether a request may give its cotangents)
+        self.explicit = case.cotangents is not None and self.free
         # (a value's failure lies on a path: a wrong value, None or a gradient where it does not
         # belong, a broken invariant of the backward program)
         self.paths = None if kind.startswith("raised") or kind in ("crash", "refused") else self._paths()
@@ -518,6 +530,17 @@ class _Cutter:
                     wanted.update(o.operands)
         return self.window(ops)
 
+    def fed(self, op: Operation) -> Case | None:
+        """The region op with the ops of its block that compute what it reads (where the region
+        alone, its reads fed as inputs, passes and the program fails: a region whose operands
+        come from other ops); None where no op of its block computes one."""
+        block = op.parent
+        if block is None:
+            return None
+        reads = {*op.operands, *captures(op.blocks)}
+        producers = [o for o in block.ops[: block.ops.index(op)] if any(r in reads for r in o.results)]
+        return self.window([*producers, op]) if producers else None
+
     def window(self, ops: Sequence[Operation], extra: Sequence[Value] = ()) -> Case | None:
         """The case of `ops` (one block's, in order) alone: the values they read from elsewhere as
         inputs, at what the case's run gave them; their results read elsewhere (or, where none
@@ -566,7 +589,7 @@ class _Cutter:
         if not wrt:
             return None
         cotangents = None
-        if case.area != "append_backward":
+        if self.explicit:
             cotangents = [self._normal(program.outputs[i]) for i in outputs]
         derived = Case(program, inputs, outputs, wrt, cotangents, no_grad, case.area)
         return self.second(derived) if case.order == 2 else derived
