@@ -369,14 +369,17 @@ def _sequence(ops: Sequence[Operation]) -> Callable[[Case], str]:
 
 
 def _overwriting(ops: Sequence[Operation]) -> str:
-    """The mechanism of ops one of which overwrites in place a value another uses or computed
-    (a backward that needs the value as it was: saved, or read after the write), or ""."""
-    for op in ops:
+    """The mechanism of ops one of which (at any depth) overwrites in place a value another uses or
+    computed, or a loop carries (a backward that needs the value as it was: saved, or read after
+    the write), or ""."""
+    inside = [o for op in ops for o in op.walk()]
+    for op in inside:
         k = OPS[op.name].autodiff.inplace_of
         if k is None:
             continue
         v = op.operands[k]
-        if any(o is not op and (v in o.operands or v in o.results) for o in ops):
+        carried = isinstance(v.owner, Block) and v.owner.parent is not None
+        if carried or any(o is not op and (v in o.operands or v in o.results) for o in inside):
             return "an in-place op overwriting a value another op uses"
     return ""
 
