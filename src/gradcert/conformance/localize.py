@@ -61,7 +61,7 @@ import numpy as np
 from gradcert.generators.case import Case
 from gradcert.reference.autodiff.gradients import first_order
 from gradcert.reference.interpreter import Interpreter, to_numpy
-from gradcert.reference.ir import Block, Operation, Program, Value, captures
+from gradcert.reference.ir import Block, Operation, Program, Value, captures, clone
 from gradcert.reference.ir.printer import print_program
 from gradcert.reference.ir.types import TensorType, VectorType, is_differentiable, xp_dtype
 from gradcert.reference.ir.verifier import verify
@@ -259,6 +259,14 @@ class _Search:
             tags.append("float32")
         self.last_wrong = wrong
         culprit = name(derived)
+        if not culprit.startswith(("op ", "a value", "an in-place", "every", "explicit", "the no-grad")):
+            # a part of several ops with an in-place op over a value another uses or a loop carries,
+            # which passes with every op out of place: that write is the culprit
+            if (
+                _overwriting(list(derived.program.block.ops))
+                and self.answer(self.cut.out_of_place(derived), False) is False
+            ):
+                culprit = OVERWRITING
         return Cause(culprit + (f" [{', '.join(tags)}]" if tags else ""), derived, self.calls)
 
     def through_first_order(self, derived: Case) -> Cause | None:
@@ -361,11 +369,14 @@ def _named(culprit: str) -> Callable[[Case], str]:
 
 def _accumulation(users: Sequence[Operation]) -> Callable[[Case], str]:
     how = "add_n of three or more" if len(users) >= 3 else "add of two"
-    return _named(_overwriting(users) or f"accumulation of a value read by several ops ({how})")
+    return _named(f"accumulation of a value read by several ops ({how})")
 
 
 def _sequence(ops: Sequence[Operation]) -> Callable[[Case], str]:
-    return _named(_overwriting(ops) or "ops " + " ".join(o.name for o in ops))
+    return _named("ops " + " ".join(o.name for o in ops))
+
+
+OVERWRITING = "an in-place op overwriting a value another op uses"
 
 
 def _overwriting(ops: Sequence[Operation]) -> str:
@@ -380,7 +391,7 @@ def _overwriting(ops: Sequence[Operation]) -> str:
         v = op.operands[k]
         carried = isinstance(v.owner, Block) and v.owner.parent is not None
         if carried or any(o is not op and (v in o.operands or v in o.results) for o in inside):
-            return "an in-place op overwriting a value another op uses"
+            return OVERWRITING
     return ""
 
 
@@ -735,6 +746,29 @@ class _Cutter:
             derived.area,
         )
         return self.second(out) if derived.order == 2 else out
+
+    def out_of_place(self, derived: Case) -> Case | None:
+        """`derived` with every in-place op (at any depth) its out-of-place form, its request kept."""
+        program, values = clone(derived.program)
+        for op in program.walk():
+            base = OPS[op.name].autodiff.base
+            if base is not None:
+                op.name = base
+        try:
+            verify(program)
+        except Exception:
+            return None
+        return Case(
+            program,
+            [np.array(x, copy=True) for x in derived.inputs],
+            derived.outputs,
+            derived.wrt,
+            derived.cotangents,
+            [values[v] for v in derived.no_grad],
+            derived.area,
+            order=derived.order,
+            cotangents2=derived.cotangents2,
+        )
 
     def binary(self, derived: Case) -> Case | None:
         """`multiply` of `derived`'s first differentiable input and a copy of it, a distinct input."""
