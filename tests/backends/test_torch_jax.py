@@ -13,9 +13,8 @@ import pytest
 
 from gradcert.backends.reference import ReferenceBackend
 from gradcert.backends.registry import resolve
-from gradcert.conformance.api import FAILING, BackendResult, Unsupported
+from gradcert.conformance.api import FAILING, LIMIT, BackendResult, Unsupported
 from gradcert.conformance.areas import AREAS
-from gradcert.conformance.api import LIMIT
 from gradcert.conformance.defects import KNOWN, known_defects
 from gradcert.conformance.oracles import judge, lowering
 from gradcert.generators.case import Case, load_case
