@@ -325,6 +325,10 @@ def test_oracles_catch_hand_made_wrong_answers() -> None:
     fd = finite_differences(case, off)
     if fd is not None and fd.status != "invalid":  # an input the perturbation moves: FD localises it
         assert fd.status == "fail" and fd.inputs == [case.program.inputs[case.wrt[k]].name]
+    # a NaN is a non-finite gradient whose error is said as infinite, not as 0
+    nan = BackendResult([g if i != k else g * float("nan") for i, g in enumerate(ref.grads)])
+    v = judge(case, nan, ref)
+    assert v.status == "fail" and v.max_abs == float("inf") and "max abs inf" in v.message, v.message
 
 
 def test_every_area_has_a_module() -> None:
