@@ -96,6 +96,12 @@ def test_a_reader_sees_the_matrix_and_the_failure(report: Path) -> None:
         assert dom.count(f'data-signature="{sig}"') == 1 and f"{n} case(s)" in dom, sig
     assert "Defects: " in dom and "gradcert replay" in dom and "tests.mutants:WrongSinRule" in dom
     assert "<svg" in dom and "<rect" in dom
+    # the verdict first, with its counts, before any table
+    fails = sum(r["status"] == "fail" for r in records)
+    verdict = re.search(r'id="verdict">(.*?)</p>', dom, re.S)
+    assert verdict and dom.index('id="verdict"') < dom.index("<table"), dom[:2000]
+    said = " ".join(verdict.group(1).split())
+    assert said.startswith("FAILED: 1 new defect(s), 0 known;") and f"{fails} fail" in said, said
 
 
 def test_screenshot_is_kept_as_an_artefact(report: Path) -> None:

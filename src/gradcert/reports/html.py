@@ -58,6 +58,7 @@ def render(
         comparison=comparison,
         meta=meta,
         total=len(records),
+        counts=Counter(r["status"] for r in records),
         dtypes={b: _dtypes(records, b) for b in m},
         escape=html.escape,
         plot=error_plot(records),
