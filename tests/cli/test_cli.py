@@ -174,6 +174,11 @@ def test_check_of_a_request_that_does_not_fit_is_one_line(tmp_path: Path) -> Non
     ):
         r = run_cli("check", program, *args, cwd=tmp_path)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and said in r.stderr, (args, r.stderr)
+    # an index: finite differences would perturb it, and no gradient is defined there
+    index = str(ROOT / "tests" / "programs" / "index_input.gc")
+    for args, said in ((["--wrt", "1"], "input 1 (%i: i64[2]) is not a float tensor"),):
+        r = run_cli("check", index, *args, cwd=tmp_path)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and said in r.stderr, (args, r.stderr)
 
 
 def test_check_in_python() -> None:

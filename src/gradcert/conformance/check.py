@@ -62,6 +62,11 @@ def case_of(program: Program, request: Request, seed: int = 0, name: str = "<pro
         bad = [i for i in got if not 0 <= i < n]
         if bad:
             raise CheckError(f"{name}: {what} {bad[0]} is out of range (the program has {n} {what}s: 0..{n - 1})")
+    for what, got, values in (("input", wrt, ins), ("output", outputs, outs)):
+        bad = [i for i in got if not is_differentiable(values[i].type)]
+        if bad:  # (no gradient is defined there: an index, a counter, a mask)
+            v = values[bad[0]]
+            raise CheckError(f"{name}: {what} {bad[0]} (%{v.name}: {v.type}) is not a float tensor: no gradient is defined for it")
     if not wrt or not outputs:
         raise CheckError(f"{name}: nothing to differentiate ({'no float input' if not wrt else 'no float output'})")
     xs = safe_inputs(program, seed)
