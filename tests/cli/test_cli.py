@@ -197,3 +197,13 @@ def test_a_case_whose_position_is_out_of_range_says_which(tmp_path: Path) -> Non
     assert r.returncode == 2 and r.stderr == (
         "gradcert: error: bad.case: outputs[0] is 5, but the program has 1 outputs (0..0)\n"
     ), r.stderr
+
+
+def test_a_run_leaves_no_hypothesis_folder_where_it_was_started(tmp_path: Path) -> None:
+    """A defect no derived case shows is shrunk by hypothesis, whose own files go to the user's
+    cache folder, not into the current folder."""
+    env = dict(ENV, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    args = ["--backend", "tests.mutants:WrongOnBigPrograms", "--profile", "quick", "--areas", "elementwise"]
+    r = run_cli("certify", *args, "--isolate", "no", "--shrink-seconds", "3", cwd=tmp_path, env=env)
+    assert r.returncode == 1 and "NEW wrong-on-big-programs: unlocalized in elementwise" in r.stdout, r.stdout[-2000:]
+    assert not (tmp_path / ".hypothesis").exists()

@@ -32,6 +32,7 @@ import time
 import unittest
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from gradcert.conformance.api import DEFECTIVE, Status, Verdict
@@ -144,6 +145,8 @@ class Search:
     def _settings(self, key: str, db: Any, phases: list[Any]) -> Callable[[Any], Any]:
         from hypothesis import HealthCheck, seed, settings
 
+        _hypothesis_home()
+
         s = settings(
             database=db,
             phases=phases,
@@ -227,6 +230,16 @@ class Search:
         except Exception:  # the smallest failure, or hypothesis's complaint that a step past the deadline passed
             pass
         return best[-1] if best else None
+
+
+@functools.cache
+def _hypothesis_home() -> None:
+    """Hypothesis's own files (its cache of the constants it met) go under the user's cache
+    folder, never into the folder a run is started from."""
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    set_hypothesis_home_dir(cache / "gradcert" / "hypothesis")
 
 
 class DatabaseError(ValueError):
