@@ -11,6 +11,7 @@ Targets: the generator coverage work, at most 1.5 for the reference against the 
 it; localization (`--backend paddle --against 58b9412`, the revision before it), at most 1.25.
 
     python bench/certify_against.py --against REV [--backend reference] [--repeat 3] [--profile certify]
+                                    [--areas A,B] [--no-shrink]
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def certify(src: Path, args: Any, work: Path) -> tuple[float, list[dict[str, Any
     code = "import sys; from gradcert.cli import main; sys.exit(main())"
     argv = ["certify", "--backend", args.backend, "--profile", args.profile, "--workers", str(args.workers)]
     argv += ["--results", "r.jsonl", *(["--areas", args.areas] if args.areas else [])]
+    argv += ["--no-shrink"] if args.no_shrink else []
     t = time.perf_counter()
     r = subprocess.run([sys.executable, "-c", code, *argv], cwd=out, env=env, capture_output=True, text=True)
     took = time.perf_counter() - t
@@ -78,6 +80,7 @@ def main() -> None:
     ap.add_argument("--profile", default="certify")
     ap.add_argument("--areas", default="")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--no-shrink", action="store_true", help="new defects reported unshrunk, on both sides")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         old = Path(tmp) / "old"
