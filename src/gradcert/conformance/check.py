@@ -66,7 +66,8 @@ def case_of(program: Program, request: Request, seed: int = 0, name: str = "<pro
         bad = [i for i in got if not is_differentiable(values[i].type)]
         if bad:  # (no gradient is defined there: an index, a counter, a mask)
             v = values[bad[0]]
-            raise CheckError(f"{name}: {what} {bad[0]} (%{v.name}: {v.type}) is not a float tensor: no gradient is defined for it")
+            why = "is not a float tensor: no gradient is defined for it"
+            raise CheckError(f"{name}: {what} {bad[0]} (%{v.name}: {v.type}) {why}")
     if not wrt or not outputs:
         raise CheckError(f"{name}: nothing to differentiate ({'no float input' if not wrt else 'no float output'})")
     xs = safe_inputs(program, seed)
