@@ -50,6 +50,7 @@ a region or window found before its ops were tried is named by one of them that 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import itertools
 import re
@@ -616,28 +617,10 @@ class _Cutter:
             )
         except Exception:
             return None
-        return Case(
-            derived.program,
-            derived.inputs,
-            derived.outputs,
-            derived.wrt,
-            derived.cotangents,
-            derived.no_grad,
-            derived.area,
-            order=2,
-            cotangents2=[self._normal(v) for v in q.outputs],
-        )
+        return dataclasses.replace(derived, order=2, cotangents2=[self._normal(v) for v in q.outputs], first_order=None)
 
     def first(self, derived: Case) -> Case:
-        return Case(
-            derived.program,
-            derived.inputs,
-            derived.outputs,
-            derived.wrt,
-            derived.cotangents,
-            derived.no_grad,
-            derived.area,
-        )
+        return dataclasses.replace(derived, order=1, cotangents2=None, first_order=None)
 
     def _normal(self, v: Value) -> np.ndarray:
         t = v.type
@@ -803,17 +786,7 @@ class _Cutter:
         program = derived.program
         dop = program.block.ops[-1]
         if use == "no-grad set":
-            return Case(
-                program,
-                derived.inputs,
-                derived.outputs,
-                derived.wrt,
-                derived.cotangents,
-                [],
-                derived.area,
-                order=derived.order,
-                cotangents2=derived.cotangents2,
-            )
+            return dataclasses.replace(derived, no_grad=[])
         new = Program()
         values: dict[Value, Value] = {}
         inputs = []
@@ -858,17 +831,7 @@ class _Cutter:
         return self._again(derived, new, inputs)
 
     def without_cotangents(self, derived: Case) -> Case:
-        return Case(
-            derived.program,
-            derived.inputs,
-            derived.outputs,
-            derived.wrt,
-            None,
-            derived.no_grad,
-            derived.area,
-            order=derived.order,
-            cotangents2=derived.cotangents2,
-        )
+        return dataclasses.replace(derived, cotangents=None)
 
     def _again(self, derived: Case, program: Program, inputs: list[np.ndarray] | None = None) -> Case | None:
         """A request like `derived`'s on `program`."""
