@@ -58,29 +58,41 @@ class JaxTanhOff(jax_backend.JaxBackend):
     table = {**jax_backend.TABLE, "tanh": lambda low, op, a: _jax_tanh_off(a[0])}
 
 
-class _PaddleCapturedNone(paddle_backend.PaddleBackend):
-    """Paddle, but the gradient of an input that a `block_op`'s blocks read from outside (a
-    captured value) is lost: None, as a backward that never carries a captured value's cotangent
-    out of the block."""
+class _PaddleOpOnInputs(paddle_backend.PaddleBackend):
+    """Paddle, but the gradient of every input that `op` reads is spoiled (`spoil`): a wrong rule of
+    one op, met wherever the op reads a program's input, a cause none of Paddle's own defects has."""
 
-    block_op = ""
+    op = ""
+
+    def spoil(self, g: Any) -> Any:
+        raise NotImplementedError
 
     def run(self, case: Any) -> Any:
         r = super().run(case)
-        captured = {v for op in case.program.walk() if op.name == self.block_op for v in op.captures()}
-        r.grads = [None if case.program.inputs[i] in captured else g for g, i in zip(r.grads, case.wrt)]
+        if not hasattr(r, "grads"):  # (an outcome: the case raised or was refused)
+            return r
+        read = {v for o in case.program.walk() if o.name == self.op for v in o.operands}
+        r.grads = [self.spoil(g) if case.program.inputs[i] in read and g is not None else g for g, i in zip(r.grads, case.wrt)]
         return r
 
 
-class PaddleLoopCaptureNone(_PaddleCapturedNone):
-    """The defect planted inside loop bodies, where Paddle has known defects of its own."""
+class PaddleSigmoidScaled(_PaddleOpOnInputs):
+    """`sigmoid`'s gradient half again too large: planted in the loop area, where Paddle has known
+    defects of its own of the same kind (wrong values)."""
 
-    name = "paddle-loop-capture-none"
-    block_op = "while"
+    name = "paddle-sigmoid-scaled"
+    op = "sigmoid"
+
+    def spoil(self, g: Any) -> Any:
+        return g * 1.5
 
 
-class PaddleBranchNone(_PaddleCapturedNone):
-    """The defect planted inside `if` branches, where Paddle has known defects of its own."""
+class PaddleSumNone(_PaddleOpOnInputs):
+    """`sum`'s gradient lost (None): planted in the branch area, where Paddle has known defects of its
+    own of the same kind (None where a gradient belongs)."""
 
-    name = "paddle-branch-none"
-    block_op = "if"
+    name = "paddle-sum-none"
+    op = "sum"
+
+    def spoil(self, g: Any) -> Any:
+        return None

@@ -21,7 +21,12 @@ way names the culprit. The phases, smallest culprit first:
    cotangents (`add`, or `add_n` for three or more).
 5. **A window** of up to `WINDOW` consecutive top-level ops, shortest first: what needs several
    ops to fail (two loops one after the other, say); named by its ops, or by the mechanism where
-   one of them overwrites in place a value another uses.
+   one of them overwrites in place a value another uses, or by the no-grad set or the
+   stop_gradient flags where it passes without them (a region or a fan-out: with them).
+
+A use an op fails without (its no-grad set, say) is the culprit where one other op of its family
+fails the same way in it: a mechanism some ops' backward meets; a plain rule only where the
+others all fail too (two ops with wrong rules are two defects).
 
 For a failure of a value (not an exception or a crash, which the forward program may raise
 anywhere) only ops and regions on a path from a differentiated input to a differentiated output
@@ -185,11 +190,12 @@ class _Search:
             return False
         return None
 
-    def all_fail(self, derived: Sequence[Case | None], least: int) -> bool:
+    def all_fail(self, derived: Sequence[Case | None], least: int, some: bool = False) -> bool:
         """Whether none of `derived` passes and at least `least` fail the way the case does (one
-        that fails another way shows another defect, and tells nothing of this one)."""
+        that fails another way shows another defect, and tells nothing of this one); `some`: at
+        least `least` fail, whatever the others do."""
         answers = [self.answer(d, spend=False) for d in derived]
-        return False not in answers and answers.count(True) >= least
+        return (some or False not in answers) and answers.count(True) >= least
 
     def run(self, phases: Sequence[str] = PHASES) -> Cause | None:
         """The first derived case of `phases` that fails as the case does: those whose structure
@@ -275,7 +281,23 @@ class _Search:
                 and self.answer(self.cut.out_of_place(derived), False) is False
             ):
                 culprit = OVERWRITING
+            else:
+                culprit = self.flags(culprit, derived)
         return Cause(culprit + (f" [{', '.join(tags)}]" if tags else ""), derived, self.calls)
+
+    def flags(self, culprit: str, derived: Case) -> str:
+        """A failing part of several ops that passes without its no-grad set, or without its values'
+        stop_gradient flags, is named by what it needs (a window by the use alone: the ops around a
+        flagged value only carry it; a region or a fan-out with it)."""
+        for use, plain in (
+            ("no-grad set", dataclasses.replace(derived, no_grad=[]) if derived.no_grad else None),
+            ("stop_gradient operand", self.cut.unflagged(derived)),
+        ):
+            if plain is not None and self.answer(plain, spend=False) is False:
+                if culprit.startswith("ops "):
+                    return USES[use]
+                return f"{culprit} ({use.removesuffix(' operand')})"
+        return culprit
 
     def through_first_order(self, derived: Case) -> Cause | None:
         """The culprit of second-order case `derived` among the ops and fan-outs of its first-order
@@ -339,12 +361,16 @@ class _Search:
             alternatives = [self.cut.twice(derived, n) for n in ("multiply", "add")]
         else:  # ... plain unary ops on its first operand
             alternatives = [self.cut.unary(derived, n) for n in ("tanh", "sin")]
-        needed = []
+        needed, shown = [], []  # (shown: the op passes without it; a use that cannot be taken away is kept unshown)
         for use in uses:
             plain = self.cut.without_use(derived, use)
             if plain is None or not self.fails(plain, spend=False):
                 needed.append(use)
-        if self.all_fail(alternatives, max(1, len(alternatives) - 1)):
+                shown += [use] if plain is not None else []
+        # (a use the op fails without: shared where one other op fails the same way in it, as a
+        # mechanism of the use that some ops' backward meets and others' does not; a plain rule:
+        # only where the others all fail too, since two ops with wrong rules are two defects)
+        if self.all_fail(alternatives, 1 if shown else max(1, len(alternatives) - 1), some=bool(shown)):
             # not the op's rule: something every op meets (plain ops, with none of its uses, fail
             # too), the uses it needs, or every op of its family
             if self.all_fail(self.plain(derived), 2):
@@ -704,6 +730,8 @@ class _Cutter:
         new.block.append(op)
         new.outputs = list(op.results)
         no_grad = [x] if uses and v in derived.no_grad else []
+        if uses and any(r in derived.no_grad for r in program.block.ops[-1].results):
+            no_grad.append(op.results[0])
         out = Case(
             new,
             [np.array(derived.inputs[first], copy=True)],
@@ -762,6 +790,17 @@ class _Cutter:
             order=derived.order,
             cotangents2=derived.cotangents2,
         )
+
+    def unflagged(self, derived: Case) -> Case | None:
+        """`derived` with no value stop_gradient (at any depth), its request kept; None where it
+        has none."""
+        program, values = clone(derived.program)
+        flagged = [v for v in values.values() if v.stop_gradient]
+        if not flagged:
+            return None
+        for v in flagged:
+            v.stop_gradient = False
+        return dataclasses.replace(derived, program=program, no_grad=[values[v] for v in derived.no_grad])
 
     def binary(self, derived: Case) -> Case | None:
         """`multiply` of `derived`'s first differentiable input and a copy of it, a distinct input."""
@@ -853,6 +892,8 @@ class _Cutter:
         wrt = [k for k, v in enumerate(program.inputs) if is_differentiable(v.type)]
         cots = None if derived.cotangents is None else [self._normal(v) for v in program.outputs]
         no_grad = [program.inputs[k] for k, v in enumerate(derived.program.inputs) if v in derived.no_grad]
+        if len(program.outputs) == len(derived.program.outputs):  # (an output in the no-grad set stays there)
+            no_grad += [w for v, w in zip(derived.program.outputs, program.outputs) if v in derived.no_grad]
         out = Case(
             program,
             [np.array(x, copy=True) for x in inputs],
