@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
+from gradcert.backends.protocol import BackendResult
 from gradcert.backends.reference import ReferenceBackend
-from gradcert.conformance.api import BackendResult
 from gradcert.conformance.areas import AREAS
 from gradcert.conformance.areas import strategy as case_strategy
 from gradcert.conformance.areas import tests as certify_tests

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from gradcert import __version__
-from gradcert.conformance.api import BackendResult
+from gradcert.backends.protocol import BackendResult
 from gradcert.generators.case import Case
 from gradcert.reference.autodiff.gradients import compute, first_order
 from gradcert.reference.autodiff.invariants import violations

@@ -28,13 +28,13 @@ def cmd_certify(args: argparse.Namespace) -> int:
 
     from gradcert.backends.registry import backend_name, resolve
     from gradcert.conformance import runs
-    from gradcert.conformance.api import Status
     from gradcert.conformance.areas import PYTEST_ENV, command_line
     from gradcert.conformance.defects import known_defects
+    from gradcert.conformance.outcomes import compare, load
     from gradcert.conformance.plugin import PROFILES
     from gradcert.conformance.results import read_records
+    from gradcert.conformance.verdicts import Status
     from gradcert.reports.html import write
-    from gradcert.reports.summary import compare, load
 
     name = backend_name(args.backend)  # fails fast, without importing a built-in backend
     areas = _areas(args.areas)
@@ -135,9 +135,9 @@ _DRAWN = re.compile(r"(test_\w+\.py::\w+)\[(seed:[0-9a-f]+|simplest)\]")
 def cmd_replay(args: argparse.Namespace) -> int:
     """Judge saved cases (or drawn ones, by their names in a report) again: exit 1 if any fails,
     a known defect included (the case still fails)."""
-    from gradcert.conformance.api import DEFECTIVE, Status
     from gradcert.conformance.areas import AREAS
     from gradcert.conformance.check import area_of
+    from gradcert.conformance.verdicts import DEFECTIVE, Status
     from gradcert.generators.case import Case, load_case
 
     cases: list[tuple[str, Case]] = []
@@ -178,9 +178,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from gradcert.conformance.api import DEFECTIVE
     from gradcert.conformance.areas import AREAS
     from gradcert.conformance.check import Request, area_of, cases_of
+    from gradcert.conformance.verdicts import DEFECTIVE
 
     if args.repeat < 1:
         raise UsageError(f"--repeat {args.repeat}: at least 1")

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from gradcert.conformance.api import Verdict
 from gradcert.conformance.areas import Area
+from gradcert.conformance.verdicts import Verdict
 from gradcert.generators.case import Case, load_case
 from gradcert.reference.domains import safe_inputs
 from gradcert.reference.ir import Program

@@ -41,10 +41,10 @@ from pathlib import Path
 from typing import Any
 
 from gradcert.conformance import runs
-from gradcert.conformance.api import FAILING, Status
 from gradcert.conformance.defects import known_defects, signature, unlocalized
 from gradcert.conformance.fuzz import findings_index, finish
 from gradcert.conformance.results import ResultsFile, read_records, unsupported_record
+from gradcert.conformance.verdicts import FAILING, Status
 
 SLICE = 20.0  # the longest a shard draws for: what a dead worker or a killed driver costs again
 # a shard's verdicts go to the driver in batches of this many seconds' worth: one object each to
@@ -206,7 +206,7 @@ def shrink_defect(opts: Options, record: dict[str, Any], count: int) -> dict[str
         store = database(opts.db) if opts.db else None
         case, v, shrunk = search.minimal(session, area, key, strategy, Found(v, case, choices, count), sig, store)
     else:  # (it did not fail so again: the night's own verdict and case stand)
-        from gradcert.conformance.api import Verdict
+        from gradcert.conformance.verdicts import Verdict
 
         v = Verdict(**{f: record[f] for f in ("status", "oracle", "message", "kind", "culprit") if f in record})
     final = v.signature if shrunk else sig  # (the shrink settles the role)

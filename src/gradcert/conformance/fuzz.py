@@ -92,7 +92,7 @@ def finish(
 ) -> int:
     """The end of a night (its records from `offset` on): the summary, earlier nights' index of
     findings updated with the new defects, the report; the exit status."""
-    from gradcert.reports.summary import load
+    from gradcert.conformance.outcomes import load
 
     night = load(itertools.islice(read_records([results]), offset, None))
     found = runs.print_summary(night, known)

@@ -23,8 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from gradcert.conformance.api import DEFECTIVE, LIMIT, STATUSES, Status
 from gradcert.conformance.results import ResultsFile, read_records
+from gradcert.conformance.verdicts import DEFECTIVE, LIMIT, STATUSES, Status
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
 
@@ -254,7 +254,7 @@ def exit_for(signum: int | None) -> int:
 
 def print_summary(loaded: Any, known: dict[str, Any], out: IO[str] = sys.stdout) -> list[Any]:
     """The areas x statuses table, then one block per defect (new first); returns the defects."""
-    from gradcert.reports.summary import defects, matrix, not_reproduced
+    from gradcert.conformance.outcomes import defects, matrix, not_reproduced
 
     m = matrix(loaded.cases)
     shown = [s for s in STATUSES if any(c[s] for per in m.values() for c in per.values())]
@@ -287,7 +287,7 @@ def print_summary(loaded: Any, known: dict[str, Any], out: IO[str] = sys.stdout)
                 print("  " + program.replace("\n", "\n  "), file=out)
         if ex.get("replay"):
             print(f"  replay: {ex['replay']}", file=out)
-    from gradcert.reports.summary import fixed
+    from gradcert.conformance.outcomes import fixed
 
     backend = next(iter(known), "")
     unmet = not_reproduced(loaded, known)
@@ -314,9 +314,9 @@ def confirm_unmet(
     and in `loaded`."""
     from gradcert.conformance.areas import AREAS
     from gradcert.conformance.defects import known_folder
+    from gradcert.conformance.outcomes import not_reproduced
     from gradcert.conformance.session import Session
     from gradcert.generators.case import load_case
-    from gradcert.reports.summary import not_reproduced
 
     unmet = not_reproduced(loaded, known)
     if not unmet:

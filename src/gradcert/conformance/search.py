@@ -35,11 +35,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gradcert.conformance.api import DEFECTIVE, Status, Verdict
 from gradcert.conformance.areas import Area, tests
 from gradcert.conformance.defects import unroled
 from gradcert.conformance.oracles import clear
 from gradcert.conformance.session import CaseFailed, Session
+from gradcert.conformance.verdicts import DEFECTIVE, Status, Verdict
 from gradcert.generators.build import Generator
 from gradcert.generators.case import Case
 from gradcert.generators.choices import Chooser, Seeded, Simplest

@@ -9,8 +9,8 @@ import json
 import sys
 import traceback
 
+from gradcert.backends.protocol import AdapterLimit, Backend, Unsupported
 from gradcert.backends.registry import resolve
-from gradcert.conformance.api import AdapterLimit, Backend, Unsupported
 from gradcert.conformance.isolation.wire import result_to_json
 from gradcert.generators.case import parse_case
 from gradcert.reference import collector
