@@ -32,7 +32,7 @@ import numpy as np
 from gradcert.backends.reference import ReferenceBackend
 from gradcert.conformance import areas
 from gradcert.conformance.check import Request, case_of
-from gradcert.conformance.search import draw
+from gradcert.conformance.judging import draw
 from gradcert.generators.case import Case
 from gradcert.generators.choices import Seeded
 from gradcert.reference.autodiff.gradients import compute

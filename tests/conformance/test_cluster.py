@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from gradcert.conformance.judging import redraw
 from gradcert.conformance.outcomes import load
-from gradcert.conformance.search import redraw
 from gradcert.generators.case import parse_case
 
 from ..conftest import ENV, records, run_cli

@@ -20,9 +20,9 @@ from gradcert.backends.protocol import REF_ATOL, REF_RTOL, TOLERANCES, BackendRe
 from gradcert.backends.registry import backend_name
 from gradcert.conformance.areas import AREAS
 from gradcert.conformance.isolation.runner import Isolated, Outcome
+from gradcert.conformance.judging import recorded_text, redraw
 from gradcert.conformance.oracles import finite_differences, judge, semantics
 from gradcert.conformance.results import ResultsFile, ResultsFileError, read_records
-from gradcert.conformance.search import recorded_text, redraw
 from gradcert.generators import draw_case
 
 from ..conftest import ENV, ROOT, run_cli

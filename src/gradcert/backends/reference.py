@@ -49,7 +49,7 @@ class ReferenceBackend:
         a run of such requests (a linearity check makes three)."""
         self.listing, self.xp = listing, xp
         # (the program, by a weak reference: a strong one kept each case's programs alive into the
-        # next case, past the collection that frees them young: search.draw_and_check; the rest of
+        # next case, past the collection that frees them young: judging.draw_and_check; the rest of
         # the request; its violations)
         self._checked: tuple[weakref.ref[Program], tuple[object, ...], list[str]] | None = None
 

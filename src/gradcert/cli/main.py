@@ -145,7 +145,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         drawn = _DRAWN.fullmatch(name)
         if drawn and not os.path.exists(name):  # a case on record by its draw, as reports name it
             from gradcert.backends.registry import resolve
-            from gradcert.conformance.search import redraw
+            from gradcert.conformance.judging import redraw
 
             cases.append((name, redraw(drawn[1], drawn[2], resolve(args.backend).capabilities)))
         else:

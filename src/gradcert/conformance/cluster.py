@@ -127,7 +127,7 @@ def _state(opts: Options) -> tuple[Any, Any, _Sink]:
     """The session (its backend, its isolated runner) and search of this worker process: made at
     its first shard, kept for every later one."""
     if opts not in _STATE:
-        from gradcert.conformance.search import Search
+        from gradcert.conformance.judging import Search
         from gradcert.conformance.session import Session
 
         # the driver saves each defect's case: a worker's session never does, and a folder made
@@ -158,7 +158,7 @@ def judge_shard(
     """Judge test `test_id`'s seeded cases from number `start` on for `seconds` (`one`: only case
     `start`), the example database's cases for the test first where `replay`. Yields the verdict
     records in batches: (the number of the batch's last case, its records), -1 for the database's."""
-    from gradcert.conformance.search import database, draw_and_check
+    from gradcert.conformance.judging import database, draw_and_check
     from gradcert.generators.coverage import Tally
 
     session, search, sink = _state(opts)
@@ -185,7 +185,7 @@ def judge_shard(
 def shrink_defect(opts: Options, record: dict[str, Any], count: int) -> dict[str, Any]:
     """The defect record of the failure `record` (a verdict record): its case shrunk once, as a
     certify run shrinks it, where the search drew it (a database's case is kept as it is)."""
-    from gradcert.conformance.search import _UNSHRUNK, Found, database, draw
+    from gradcert.conformance.judging import _UNSHRUNK, Found, database, draw
     from gradcert.generators.case import parse_case
     from gradcert.generators.choices import Seeded, Simplest
 
@@ -409,7 +409,7 @@ class Driver(Writer):
     def crash(self, test_id: str, r: int, k: int, e: Exception) -> dict[str, Any]:
         """The record of case `k` of shard (test_id, r), which killed two workers."""
         from gradcert.conformance.areas import spec
-        from gradcert.conformance.search import redraw
+        from gradcert.conformance.judging import redraw
 
         base = self.plan.base(test_id, r)
         drawn = "simplest" if k == 0 else f"seed:{(base << 24) + k:x}"
@@ -470,7 +470,7 @@ def run(args: Any) -> int:
     """`gradcert fuzz --engine ray`: `args` as the CLI parses them."""
     from gradcert.backends.registry import resolve
     from gradcert.conformance.areas import AREAS, spec, tests
-    from gradcert.conformance.search import database
+    from gradcert.conformance.judging import database
 
     ray = _ray()
     areas = [a.strip() for a in args.areas.split(",") if a.strip()] if args.areas else list(AREAS)

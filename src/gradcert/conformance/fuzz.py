@@ -31,7 +31,7 @@ def run(args: Any) -> int:
 
         return cluster.run(args)
     if args.db.startswith(("redis://", "rediss://")):
-        from gradcert.conformance.search import database
+        from gradcert.conformance.judging import database
 
         database(args.db)  # (unreachable: now, in one line)
     areas = [a.strip() for a in args.areas.split(",") if a.strip()] if args.areas else list(AREAS)

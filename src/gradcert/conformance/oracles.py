@@ -369,17 +369,17 @@ def judge(
     `tol`: the tolerances (default: the case's dtype's, `TOLERANCES`; a float32 case's are
     `float32_tolerance`'s, where the session can run the reference in float32).
 
-    `known`: whether a failure is a known defect's. A known failure does not end the judging: the
+    `known`: whether a failure is a known defect's. A known defect's failure does not end the judging: the
     oracles after it that judge another aspect (`_ORACLES`: the lowering, the structure of the
     answer, its values, the backward program) judge on, and the first failure that is not known is
     the verdict, so that a known defect in a case does not hide a new one of another aspect (two
     wrong values in one case are one failure: the value oracles cannot tell them apart); only where
     every failure is known is the first one the verdict. A later failure of only the inputs a
-    known failure named is that failure again, seen by another oracle (a gradient where none
+    known defect's failure named is that failure again, seen by another oracle (a gradient where none
     belongs is a wrong value to finite differences too)."""
     first_known: Verdict | None = None
-    seen: set[str] = set()  # the aspects a known failure was found in
-    named: set[str] = set()  # the inputs the known failures named
+    seen: set[str] = set()  # the aspects a known defect's failure was found in
+    named: set[str] = set()  # the inputs the known defects' failures named
     for aspect, oracle in _ORACLES:
         if aspect in seen:
             continue
@@ -403,7 +403,7 @@ def _fd(case: Case, got: BackendResult, seed: int, exhaustive: bool, xp: Any, to
     return full_jacobian(case, got, xp, tol) if exhaustive and small else finite_differences(case, got, seed, xp, tol)
 
 
-# the aspects a known failure of an oracle leaves unjudgeable: a second-order case whose first-order
+# the aspects a known defect's failure of an oracle leaves unjudgeable: a second-order case whose first-order
 # gradients (its "forward") are wrong is judged no further, its second backward being built on them
 _CONSEQUENCES = {"first_order": ("lowering", "values", "program")}
 

@@ -26,7 +26,7 @@ def main() -> None:
     first = True
     for line in sys.stdin:
         # a case at a time for the collector, as the search draws and judges one
-        # (`search.draw_and_check`): the parsed program's cycles are freed young at its end
+        # (`judging.draw_and_check`): the parsed program's cycles are freed young at its end
         with collector.paused(collect_young=True):
             reply = _reply(backend, line)
         out.write(json.dumps(reply) + "\n")

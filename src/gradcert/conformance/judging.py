@@ -19,7 +19,7 @@ replays it and shrinks it, every step judged by the session. Hypothesis's persis
 
 The hand-over uses hypothesis's database format (`hypothesis.database.choices_to_bytes`) and its
 "secondary" examples, as `fuzz_one_input` does: tested with hypothesis 6.155 and 6.170
-(`tests/conformance/test_search.py` replays a seeded case of every area test choice for choice).
+(`tests/conformance/test_judging.py` replays a seeded case of every area test choice for choice).
 """
 
 from __future__ import annotations
