@@ -26,11 +26,11 @@ CAPABILITIES = {
     "inplace": "in-place ops (`tanh_`, `add_`, ...)",
     "combine_split": "vector values (`combine`, `split`, and the ops on tuples)",
     "double_grad": "second-order gradients (the gradient of a gradient)",
-    "backward_program": "the backward program listed for the structural invariants",
-    "append_backward": "the `append_backward(loss, parameters)` road as well as `grad`",
-    "indexing": "gather and scatter ops",
-    "along_axis": "`take_along_axis` and `put_along_axis`",
-    "float32": "float32 cases",
+    "backward_program": "`BackendResult.backward_ops` given, for the structural invariants",
+    "append_backward": "the parameter-list API: one loss, every input a parameter",
+    "indexing": "gathers and scatters by `i64` indices (duplicates included), slice assignment",
+    "along_axis": "the softmax family, scans and selections along an axis (`max`, `topk`, `p_norm`, ...)",
+    "float32": "float32 programs, and casts to and from float64",
 }
 
 
