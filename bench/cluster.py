@@ -45,7 +45,7 @@ def shard_overhead(backend: str, shards: int) -> tuple[float, float]:
     import ray
 
     from gradcert.conformance.areas import tests
-    from gradcert.conformance.cluster import Options, judge_shard
+    from gradcert.runs.cluster import Options, judge_shard
 
     ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     try:
@@ -71,7 +71,7 @@ def shard_overhead(backend: str, shards: int) -> tuple[float, float]:
 
 def ingest(n: int) -> float:
     """Verdict records per second the driver writes (dedupe, append, group failures)."""
-    from gradcert.conformance.cluster import Writer
+    from gradcert.runs.cluster import Writer
 
     record = {
         "test_id": "test_elementwise.py::test_unary",

@@ -22,9 +22,8 @@ from collections import Counter
 import numpy as np
 
 from gradcert.backends import ReferenceBackend, resolve
-from gradcert.conformance import BackendResult
-from gradcert.conformance.api import Unsupported
-from gradcert.conformance.oracles import CONDITION, TOLERANCES, float32_tolerance, judge
+from gradcert.backends.protocol import TOLERANCES, BackendResult, Unsupported
+from gradcert.conformance.oracles import CONDITION, float32_tolerance, judge
 from gradcert.generators import FULL, Features, draw_case
 
 F32 = Features(FULL.enabled - {"inplace"}, required=frozenset({"float32"}))

@@ -1,7 +1,7 @@
 """Generator throughput and coverage.
 
 Draws per second for the hypothesis strategy and for the seeded fast path (the same
-construction), then, over the N cases a derandomized certify run draws (`search.drawn`: N / 43 per
+construction), then, over the N cases a derandomized certify run draws (`judging.drawn`: N / 43 per
 test; the certify profile is 10,750): verifier errors, draws with a non-finite forward value or
 reference gradient, how often each op, construct and feature appears, and the interaction
 coverage (`generators/coverage.py`): the share of reachable pairs hit, and every pair not hit.
@@ -20,7 +20,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 
 from gradcert.conformance.areas import tests
-from gradcert.conformance.search import drawn
+from gradcert.conformance.judging import drawn
 from gradcert.generators import Case, cases, describe, draw_case
 from gradcert.generators.coverage import REACHABLE, Tally, unreachable_pairs
 from gradcert.generators.features import ALL

@@ -31,13 +31,13 @@ import numpy as np
 
 from gradcert.backends.reference import ReferenceBackend
 from gradcert.conformance import areas
-from gradcert.conformance.check import Request, case_of
-from gradcert.conformance.search import draw
+from gradcert.conformance.judging import draw
 from gradcert.generators.case import Case
 from gradcert.generators.choices import Seeded
 from gradcert.reference.autodiff.gradients import compute
 from gradcert.reference.interpreter import InterpreterError, namespace
 from gradcert.reference.ir.loader import load_program, parse_source
+from gradcert.runs.check import Request, case_of
 
 ROOT = Path(__file__).resolve().parent.parent
 AGREE = 1e-9  # relative: float64 kernels on two devices differ by summation order alone

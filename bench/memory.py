@@ -24,11 +24,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gradcert.conformance.judging import draw_and_check
+from gradcert.conformance.outcomes import latest
 from gradcert.conformance.results import read_records
-from gradcert.conformance.search import draw_and_check
 from gradcert.conformance.session import Session
 from gradcert.reports.html import _slimmer
-from gradcert.reports.summary import latest
 from scaling import certify_tests
 
 

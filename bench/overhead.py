@@ -11,16 +11,16 @@ gradcert's time, two ways:
 
 - certify: `gradcert certify --workers 1` in a subprocess, as a user runs it: pytest runs the
   area tests, each drawing its cases with the seeded generator (a failure is handed to hypothesis
-  to shrink: conformance/search.py), a backend other than the reference runs isolated in a worker
+  to shrink: conformance/judging.py), a backend other than the reference runs isolated in a worker
   process. Time per check: from the first verdict written to the last, over the verdicts in
   between, in each of three runs (`--rounds`). The floor of each verdict's case (parsed from its
   record) is measured between each two runs, in a process of its own; each run's time over the
   floors next to it, and the median of those ratios. Breakdown, from the session's own timings per
   verdict: backend (as the session runs it), oracles (expected gradients included), and the rest:
   drawing, shrinking (hypothesis), pytest and bookkeeping. (A pass is on record by its seeded
-  draw, not its text: its case is drawn again here, `search.redraw`.)
+  draw, not its text: its case is drawn again here, `judging.redraw`.)
 - in process: the same checks without pytest: the seeded search's draws of every certify test in turn,
-  drawn and judged as the search does (`search.draw_and_check`), in this process, each case timed
+  drawn and judged as the search does (`judging.draw_and_check`), in this process, each case timed
   both ways, the two sides in turn in blocks of 50 cases (`--block`), the side that goes first
   alternating (`in_process_child` says why in blocks and not case by case).
   Breakdown: generation, backend, reference, oracles, bookkeeping; and the ratio per area.
@@ -57,8 +57,8 @@ import numpy as np
 from gradcert.backends.reference import ReferenceBackend
 from gradcert.backends.registry import resolve
 from gradcert.conformance.areas import AREAS
+from gradcert.conformance.judging import draw, draw_and_check, recorded_text
 from gradcert.conformance.oracles import _setup, normals
-from gradcert.conformance.search import draw, draw_and_check, recorded_text
 from gradcert.conformance.session import Session
 from gradcert.generators import Case, parse_case
 from gradcert.generators.choices import Seeded
@@ -209,7 +209,7 @@ def in_process_child(name: str, start: int, n: int, block: int) -> None:
     """Prints `row K {the session's timings, generation, total, floor}` for checks start..n-1, after
     a warm-up block (first calls of kernels). Check K is certify's: the seeded search's draw K of
     the certify tests in turn (those the backend's capabilities allow), drawn and judged as the
-    search does (`search.draw_and_check`, the collector paused for the case and run at its end).
+    search does (`judging.draw_and_check`, the collector paused for the case and run at its end).
 
     The two sides run in blocks of `block` cases, each side in a loop of its own for the block, as
     each runs for real (certify judges case after case; a loop of the backend alone computes floor

@@ -75,7 +75,7 @@ def certify_tests(name: str) -> list[tuple[str, Any, Any]]:
 def ceiling_child(n: int) -> None:
     """Judges certify's reference checks 0..n-1 in this process, after 20 untimed warm-up checks and
     a `go` line on stdin; prints `loop SECONDS`."""
-    from gradcert.conformance.search import draw_and_check
+    from gradcert.conformance.judging import draw_and_check
     from gradcert.conformance.session import Session
 
     chosen = certify_tests("reference")

@@ -19,7 +19,19 @@ def example(request: pytest.FixtureRequest) -> Path:
     return request.param  # type: ignore[no-any-return]
 
 
-ENV = dict(os.environ, PYTHONPATH=str(ROOT))  # so that worker processes import tests.mutants
+# what PYTHONPATH the tests were given: it goes on to every process they start, so that a source
+# tree named there wins over an installed gradcert in child processes as in this one
+INHERITED_PATH = os.pathsep.join(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+# so that worker processes import tests.mutants
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), INHERITED_PATH])))
+
+
+def env_without_tests() -> dict[str, str]:
+    """ENV without the repository root on PYTHONPATH (what a user's own folder sees)."""
+    env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
+    if INHERITED_PATH:
+        env["PYTHONPATH"] = INHERITED_PATH
+    return env
 
 
 def run_cli(

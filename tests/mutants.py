@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from gradcert.backends.protocol import BackendResult
 from gradcert.backends.reference import ReferenceBackend
-from gradcert.conformance.api import BackendResult
 from gradcert.generators.case import Case
 from gradcert.reference.autodiff import backward
 from gradcert.reference.ir import clone
@@ -432,7 +432,7 @@ class RefuseZeroTrip(ReferenceBackend):
     name = "refuse-zero-trip"
 
     def run(self, case: Case) -> BackendResult:
-        from gradcert.conformance.api import Unsupported
+        from gradcert.backends.protocol import Unsupported
         from gradcert.reference.interpreter import Interpreter
 
         trace = Interpreter().run(case.program, list(case.inputs)).trace

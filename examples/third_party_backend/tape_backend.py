@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcert.conformance.api import BackendResult, Unsupported
+from gradcert.backends.protocol import BackendResult, Unsupported
 from gradcert.reference.ops import OPS
 
 Attrs = dict[str, Any]

@@ -6,7 +6,7 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> object:
     # `gradcert.check` imports NumPy and the IR only when asked for (certify's own process imports neither)
     if name == "check":
-        from gradcert.conformance.check import check
+        from gradcert.runs.check import check
 
         return check
     raise AttributeError(f"module 'gradcert' has no attribute {name!r}")

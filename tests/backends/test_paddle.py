@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from markupsafe import escape
 
-from gradcert.conformance.api import FAILING
 from gradcert.conformance.defects import KNOWN, known_defects
-from gradcert.reports.summary import load
+from gradcert.conformance.outcomes import load
+from gradcert.conformance.verdicts import FAILING
 
 from ..conftest import ENV, EXAMPLES, ROOT, certify, run_cli
 
@@ -28,7 +28,7 @@ CASES = sorted((KNOWN / "paddle").glob("*.case"))
 FORWARD = """
 import json, os, sys
 import numpy as np
-from gradcert.conformance.api import BackendResult
+from gradcert.backends.protocol import BackendResult
 from gradcert.conformance.oracles import lowering
 from gradcert.backends.paddle import PaddleBackend
 from gradcert.generators.case import Case

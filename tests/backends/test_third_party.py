@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import ROOT, certify, run_cli
+from ..conftest import INHERITED_PATH, ROOT, certify, run_cli
 
 KIT = ROOT / "examples" / "third_party_backend"
 
@@ -29,7 +29,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         capture_output=True,
     )
     assert (target / "gradcert_tape_example-0.1.0.dist-info" / "entry_points.txt").is_file()
-    return dict(os.environ, PYTHONPATH=str(target))
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(target), INHERITED_PATH])))
 
 
 def test_the_example_backend_is_certified_through_its_entry_point(installed: dict[str, str], tmp_path: Path) -> None:

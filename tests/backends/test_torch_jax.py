@@ -11,12 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gradcert.backends.protocol import BackendResult, Unsupported
 from gradcert.backends.reference import ReferenceBackend
 from gradcert.backends.registry import resolve
-from gradcert.conformance.api import FAILING, LIMIT, BackendResult, Unsupported
 from gradcert.conformance.areas import AREAS
 from gradcert.conformance.defects import KNOWN, known_defects
 from gradcert.conformance.oracles import judge, lowering
+from gradcert.conformance.verdicts import FAILING, LIMIT
 from gradcert.generators.case import Case, load_case
 from gradcert.reference import run
 from gradcert.reference.domains import safe_inputs

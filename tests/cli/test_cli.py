@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import ENV, EXAMPLES, ROOT, run_cli
+from ..conftest import ENV, EXAMPLES, ROOT, env_without_tests, run_cli
 
 EXAMPLES_DIR = ROOT / "examples"
 
@@ -91,7 +91,7 @@ def test_a_backend_module_in_the_current_folder_is_found_and_findings_land_besid
     certify, its pytest and the backend's worker processes; a defect's case lands beside the
     results, wherever they are."""
     (tmp_path / "mymod.py").write_text(MYMOD)
-    env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
+    env = env_without_tests()
     out = tmp_path / "elsewhere"
     r = run_cli(
         "certify",
@@ -150,7 +150,7 @@ def test_check_judges_ones_own_program_and_prints_a_replay_that_works_where_prin
     assert ok.returncode == 0 and ok.stdout.endswith("1 of 1 passed\n"), ok.stdout + ok.stderr
     (tmp_path / "while_basic.gc").write_text((EXAMPLES_DIR / "while_basic.gc").read_text())
     (tmp_path / "scaled.py").write_text(SCALED)
-    env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
+    env = env_without_tests()
     bad = run_cli("check", "while_basic.gc", "--backend", "scaled:Scaled", cwd=tmp_path, env=env)
     assert bad.returncode == 1 and "while_basic.gc: fail (reference)" in bad.stdout, bad.stdout + bad.stderr
     replay = next(x.split("replay: ", 1)[1] for x in bad.stdout.splitlines() if "replay: " in x)

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 
 from gradcert.backends import ReferenceBackend, UnknownBackend, resolve
+from gradcert.backends.protocol import REF_ATOL, REF_RTOL, TOLERANCES, BackendResult, close
 from gradcert.backends.registry import backend_name
-from gradcert.conformance import BackendResult
 from gradcert.conformance.areas import AREAS
 from gradcert.conformance.isolation.runner import Isolated, Outcome
-from gradcert.conformance.oracles import REF_ATOL, REF_RTOL, TOLERANCES, _close, finite_differences, judge, semantics
+from gradcert.conformance.judging import recorded_text, redraw
+from gradcert.conformance.oracles import finite_differences, judge, semantics
 from gradcert.conformance.results import ResultsFile, ResultsFileError, read_records
-from gradcert.conformance.search import recorded_text, redraw
 from gradcert.generators import draw_case
 
 from ..conftest import ENV, ROOT, run_cli
@@ -83,7 +83,7 @@ def test_backend_from_an_entry_point(tmp_path: Path) -> None:
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: thirdparty\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text("[gradcert.backends]\nmine = tests.mutants:RelativeError\n")
     code = "from gradcert.backends import resolve; print(resolve('mine').name)"
-    env = dict(ENV, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}")
+    env = dict(ENV, PYTHONPATH=f"{tmp_path}{os.pathsep}{ENV['PYTHONPATH']}")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "relative-error"
 
@@ -464,7 +464,7 @@ def test_forward_comparison_agrees_with_allclose() -> None:
     for a in vals:
         for b in vals:
             y, r = np.array([a, 0.5]), np.array([b, 0.5])
-            assert _close(y, r, TOLERANCES["f64"]) == np.allclose(y, r, rtol=REF_RTOL, atol=REF_ATOL, equal_nan=True), (
+            assert close(y, r, TOLERANCES["f64"]) == np.allclose(y, r, rtol=REF_RTOL, atol=REF_ATOL, equal_nan=True), (
                 a,
                 b,
             )
@@ -475,7 +475,8 @@ def test_finite_differences_make_a_failing_estimate_again_with_a_smaller_step() 
     fuzzing, judged a failure of the reference): at the oracle's step its estimate is off by
     truncation alone; made again at a smaller step it agrees with the right gradient, and a
     gradient off by 1e-5 still fails."""
-    from gradcert.conformance.oracles import FD_RTOL, _setup, normals
+    from gradcert.backends.protocol import FD_RTOL
+    from gradcert.conformance.oracles import _setup, normals
     from gradcert.generators.case import load_case
     from gradcert.reference.finite_diff import STEP, directional
 

@@ -16,8 +16,8 @@ import pytest
 from gradcert.backends.reference import ReferenceBackend
 from gradcert.backends.registry import UnknownBackend, resolve
 from gradcert.conformance import areas
+from gradcert.conformance.judging import draw
 from gradcert.conformance.oracles import judge
-from gradcert.conformance.search import draw
 from gradcert.generators.choices import Seeded
 from gradcert.reference.interpreter import InterpreterError, namespace
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from gradcert.backends import ReferenceBackend
-from gradcert.conformance import BackendResult
-from gradcert.conformance.oracles import TOLERANCES, clear, judge
+from gradcert.backends.protocol import TOLERANCES, BackendResult
+from gradcert.conformance.oracles import clear, judge
 from gradcert.generators import FULL, Features, draw_case
 from gradcert.generators.case import describe
 from gradcert.reference.ir.types import TensorType

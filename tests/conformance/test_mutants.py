@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gradcert.conformance.api import FAILING
+from gradcert.conformance.verdicts import FAILING
 
 from ..conftest import ENV, ROOT
 from ..conftest import certify as run_certify

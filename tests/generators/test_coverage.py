@@ -110,7 +110,7 @@ def test_a_tally_adds_up_and_round_trips_through_json() -> None:
 
 
 def test_the_certify_profiles_draws_reach_99_percent_of_the_reachable_pairs() -> None:
-    from gradcert.conformance.search import drawn
+    from gradcert.conformance.judging import drawn
 
     t = Tally()
     for case in drawn(250):

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 
 from gradcert.conformance.areas import tests as certify_tests
+from gradcert.conformance.judging import redraw
 from gradcert.conformance.oracles import _setup
-from gradcert.conformance.search import redraw
 from gradcert.generators import FULL, Case, CaseFileError, Features, cases, describe, draw_case, parse_case
 from gradcert.generators.features import CONSTRUCTS
 from gradcert.reference import run

@@ -189,9 +189,10 @@ def test_the_report_holds_of_a_passed_case_only_what_it_shows(report: Path) -> N
     """Read for the report, a case that did not fail is cut to the fields the report reads (an
     hour's fuzzing writes millions): the page, the summary and the JUnit XML are the same as from
     the records whole."""
+    from gradcert.conformance.outcomes import latest
     from gradcert.conformance.results import read_records
     from gradcert.reports import html
-    from gradcert.reports.summary import latest, summary
+    from gradcert.reports.summary import summary
     from gradcert.reports.writers import write_junit
 
     files = [report.parent / "ref.jsonl", report.parent / "mut.jsonl"]

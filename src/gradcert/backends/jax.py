@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from gradcert.backends.contract import paths, to_contract
 from gradcert.backends.lowering import (
     VECTORS,
     ArrayApiBackend,
@@ -63,8 +64,7 @@ from gradcert.backends.lowering import (
     refuse_second_order_no_grad,
     trip_slice,
 )
-from gradcert.conformance.api import BackendResult, Unsupported
-from gradcert.conformance.contract import paths, to_contract
+from gradcert.backends.protocol import BackendResult, Unsupported
 from gradcert.generators.case import Case
 from gradcert.reference.ir import Operation
 from gradcert.reference.ir.types import TensorType, is_differentiable

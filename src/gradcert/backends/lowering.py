@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gradcert.backends.protocol import AdapterLimit, BackendResult, Unsupported
 from gradcert.backends.registry import framework_version
-from gradcert.conformance.api import AdapterLimit, BackendResult, Unsupported
 from gradcert.reference.autodiff.prune import coreachable
 from gradcert.reference.ir import Block, Operation, Value
 from gradcert.reference.ir.types import Type, VectorType

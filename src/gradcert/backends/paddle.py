@@ -38,10 +38,9 @@ from typing import Any
 import numpy as np
 
 from gradcert.backends.lowering import DTYPE_NAMES, VECTORS, Lower, Lowering, flatten, types_of, unflatten
+from gradcert.backends.protocol import TOLERANCES, BackendResult, OpRecord, Unsupported, close
 from gradcert.backends.reference import ReferenceBackend
 from gradcert.backends.registry import framework_version
-from gradcert.conformance.api import BackendResult, OpRecord, Unsupported
-from gradcert.conformance.oracles import TOLERANCES, _close
 from gradcert.generators.case import Case
 from gradcert.reference.interpreter import run
 from gradcert.reference.ir import Block, Operation, Value
@@ -481,7 +480,7 @@ def _agree(got: Sequence[Any], expected: Sequence[Any]) -> bool:
     """Outputs equal to the reference interpreter's, to the lowering oracle's tolerance (a float32
     output's: both sides round in float32, each its own way)."""
     return len(got) == len(expected) and all(
-        np.shape(a) == np.shape(b) and _close(np.asarray(a), np.asarray(b), TOLERANCES[_dtype(b)])
+        np.shape(a) == np.shape(b) and close(np.asarray(a), np.asarray(b), TOLERANCES[_dtype(b)])
         for a, b in zip(got, expected)
     )
 

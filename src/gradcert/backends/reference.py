@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from gradcert import __version__
-from gradcert.conformance.api import BackendResult
+from gradcert.backends.protocol import BackendResult
 from gradcert.generators.case import Case
 from gradcert.reference.autodiff.gradients import compute, first_order
 from gradcert.reference.autodiff.invariants import violations
@@ -49,7 +49,7 @@ class ReferenceBackend:
         a run of such requests (a linearity check makes three)."""
         self.listing, self.xp = listing, xp
         # (the program, by a weak reference: a strong one kept each case's programs alive into the
-        # next case, past the collection that frees them young: search.draw_and_check; the rest of
+        # next case, past the collection that frees them young: judging.draw_and_check; the rest of
         # the request; its violations)
         self._checked: tuple[weakref.ref[Program], tuple[object, ...], list[str]] | None = None
 

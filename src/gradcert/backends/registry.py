@@ -10,7 +10,7 @@ import importlib.metadata
 import importlib.util
 from importlib.metadata import entry_points
 
-from gradcert.conformance.api import Backend
+from gradcert.backends.protocol import Backend
 
 GROUP = "gradcert.backends"
 

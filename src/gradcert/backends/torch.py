@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from gradcert.backends.contract import paths, to_contract
 from gradcert.backends.lowering import VECTORS, ArrayApiBackend, Lower, Lowering, kernels, last_wins
-from gradcert.conformance.api import BackendResult, Unsupported
-from gradcert.conformance.contract import paths, to_contract
+from gradcert.backends.protocol import BackendResult, Unsupported
 from gradcert.generators.case import Case
 from gradcert.reference.ir import Operation, Value
 from gradcert.reference.ir.types import TensorType, is_differentiable

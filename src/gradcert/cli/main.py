@@ -1,13 +1,17 @@
-"""The `gradcert` command."""
+"""The `gradcert` command: its arguments parsed into a `RunOptions` and handed to a run
+(`gradcert.runs`); `show`, `known` and `report` read and write files of their own."""
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from gradcert.runs.options import RunOptions
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -20,237 +24,43 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_certify(args: argparse.Namespace) -> int:
-    """Run the certification tests in a child pytest (`runs.py`) and say what was tested and what
-    is wrong: exit 0 when every case passed or showed a known defect, 1 for a new defect (with
-    `--baseline`: for a case that passed in the baseline and fails now) or when nothing was judged,
-    2 for bad usage, 130 / 143 when interrupted (SIGINT / SIGTERM: the report says INCOMPLETE)."""
-    from pathlib import Path
+    from gradcert.runs.certify import certify
 
-    from gradcert.backends.registry import backend_name, resolve
-    from gradcert.conformance import runs
-    from gradcert.conformance.api import Status
-    from gradcert.conformance.areas import PYTEST_ENV, command_line
-    from gradcert.conformance.defects import known_defects
-    from gradcert.conformance.plugin import PROFILES
-    from gradcert.conformance.results import read_records
-    from gradcert.reports.html import write
-    from gradcert.reports.summary import compare, load
-
-    name = backend_name(args.backend)  # fails fast, without importing a built-in backend
-    areas = _areas(args.areas)
-    _device_ready(args)
-    stem = f"reports/{name}-{args.profile}"
-    results = Path(args.results or f"{stem}.jsonl")
-    report = Path(args.report or f"{stem}.html")
-    findings = Path(args.findings or results.parent / "findings")
-    if args.baseline and not Path(args.baseline).is_file():
-        raise UsageError(f"{args.baseline}: no such baseline results file")
-    done_before = runs.check_outputs(results, report, findings)
-    baseline = load(read_records([args.baseline])) if args.baseline else None  # (a bad file: now, in one line)
-    known = {name: known_defects(name)}
-    capabilities = resolve(args.backend).capabilities
-    planned = None
-    if PROFILES[args.profile]["derandomize"]:
-        from gradcert.conformance.areas import tests
-
-        per: int = PROFILES[args.profile]["examples"]
-        specs = [getattr(t, "_gradcert_area") for t in tests().values()]  # noqa: B009
-        planned = per * sum(1 for a in specs if a.name in areas and a.needs <= capabilities)
-    pytest_args = command_line(
-        areas,
-        args.backend,
-        args.profile,
-        str(results),
-        str(findings),
-        args.isolate,
-        args.timeout,
-        args.workers,
-        args.device,
-    )
-    pytest_args += ["--gradcert-seed", str(args.seed), "--gradcert-shrink-seconds", str(args.shrink_seconds)]
-    if args.db:
-        pytest_args += ["--gradcert-db", args.db]
-    if args.no_shrink:
-        pytest_args += ["--gradcert-no-shrink"]
-    if args.exhaustive:
-        pytest_args += ["--gradcert-exhaustive"]
-    env = dict(os.environ, **PYTEST_ENV)
-    with runs.exclusive(results):
-        progress = runs.Progress(runs.Follow(results), planned)
-        progress.done_before = done_before
-        runs.record_run(results, {"run": "start", "backend": name, "profile": args.profile, "planned": planned})
-        with open(results.with_suffix(".log"), "w") as log:
-            cmd = [sys.executable, "-m", "pytest", *pytest_args]
-            code, signum = runs.run_child(cmd, env, log, progress, args.verbose)
-        loaded = load(read_records([results]))
-        judged = sum(1 for r in loaded.cases if r["case_id"])
-        complete = signum is None and code in (0, 1) and (planned is None or judged >= planned)
-        why = runs.signal_name(signum) if signum else (None if complete else f"pytest exited with status {code}")
-        end = {"run": "end", "complete": complete, "planned": planned, "judged": judged, "signal": why, "exit": code}
-        loaded.runs.append(runs.record_run(results, end))
-    if complete:
-        runs.confirm_unmet(args.backend, loaded, known, results, _isolate(args), args.timeout)
-    found = runs.print_summary(loaded, known)
-    path = write([results], report, args.baseline or None)
-    print(f"\nresults: {results}\nreport: {path}\nlog: {results.with_suffix('.log')}")
-    if code not in (0, 1) and signum is None:
-        log_path = results.with_suffix(".log")
-        print(f"gradcert: error: the certification did not run ({why}); see {log_path}", file=sys.stderr)
-        return EXIT_USAGE
-    if not complete:
-        of = f" of {planned}" if planned else ""
-        print(f"INCOMPLETE ({why}): {judged}{of} cases judged; run the same command again to resume")
-        return runs.exit_for(signum)
-    if not any(r["status"] != Status.UNSUPPORTED for r in loaded.cases):
-        print(f"FAILED: nothing certified: {name} declares none of the capabilities these areas need")
-        return EXIT_FAIL
-    if baseline is not None:
-        c = compare(baseline, loaded)
-        print(f"\nagainst {args.baseline}: {len(c.regressions)} regression(s)")
-        for what, sigs in (("new", c.new), ("fixed", c.fixed), ("still failing", c.still)):
-            for sig in sigs:
-                print(f"  {what}: {sig}")
-        for r in c.regressions[:20]:
-            print(f"  regressed: {r['test_id']}[{r['case_id']}] {r['status']} {r.get('signature', '')}")
-        return EXIT_FAIL if c.regressions else EXIT_OK
-    new = [d for d in found if d.new]
-    print(f"FAILED: {len(new)} new defect(s)" if new else "PASSED: every case passed or showed a known defect")
-    return EXIT_FAIL if new or code == 1 else EXIT_OK
-
-
-def _areas(spec: str) -> list[str]:
-    from gradcert.conformance.areas import AREAS
-
-    areas = [a.strip() for a in spec.split(",") if a.strip()] if spec else list(AREAS)
-    unknown = [a for a in areas if a not in AREAS]
-    if unknown:
-        raise UsageError(f"unknown area(s) {', '.join(unknown)} (known: {', '.join(AREAS)})")
-    return areas
-
-
-# `TEST[DRAW]`: how the reports name a case the seeded search drew (its record holds the draw)
-_DRAWN = re.compile(r"(test_\w+\.py::\w+)\[(seed:[0-9a-f]+|simplest)\]")
+    return certify(_options(args), _render)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    """Judge saved cases (or drawn ones, by their names in a report) again: exit 1 if any fails,
-    a known defect included (the case still fails)."""
-    from gradcert.conformance.api import DEFECTIVE, Status
-    from gradcert.conformance.areas import AREAS
-    from gradcert.conformance.check import area_of
-    from gradcert.generators.case import Case, load_case
+    from gradcert.runs.replay import replay
 
-    cases: list[tuple[str, Case]] = []
-    for name in args.cases:
-        drawn = _DRAWN.fullmatch(name)
-        if drawn and not os.path.exists(name):  # a case on record by its draw, as reports name it
-            from gradcert.backends.registry import resolve
-            from gradcert.conformance.search import redraw
-
-            cases.append((name, redraw(drawn[1], drawn[2], resolve(args.backend).capabilities)))
-        else:
-            cases.append((name, load_case(name)))
-    s = _session(args)
-    failed = False
-    try:
-        for name, case in cases:
-            area = AREAS[case.area] if case.area in AREAS else area_of(case)  # (`check`'s own cases)
-            v = s.judge(area, case)
-            if len(cases) > 1:
-                print(f"== {name}")
-            print(case.to_text().split("---")[0], end="")
-            said = f"verdict: {v.status}" + (f" ({v.oracle})" if v.oracle else "")
-            print(said + (f": {v.message}" if v.message else ""))
-            if v.kind:
-                print(f"signature: {v.signature}")
-            if v.status == Status.KNOWN:
-                k = s.known[v.signature]
-                print(f"known defect: {k.reason} ({k.case})")
-            failed = failed or v.status in DEFECTIVE
-    finally:
-        s.close()
-    return EXIT_FAIL if failed else EXIT_OK
+    return replay(_options(args))
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Judge programs of one's own (or saved cases) against a backend: exit 1 if one fails."""
-    from pathlib import Path
+    from gradcert.runs.check import run
 
-    import numpy as np
-
-    from gradcert.conformance.api import DEFECTIVE
-    from gradcert.conformance.areas import AREAS
-    from gradcert.conformance.check import Request, area_of, cases_of
-
-    if args.repeat < 1:
-        raise UsageError(f"--repeat {args.repeat}: at least 1")
-    inputs = None
-    if args.inputs:
-        if not Path(args.inputs).is_file():
-            raise UsageError(f"{args.inputs}: no such .npz file")
-        with np.load(args.inputs) as z:
-            inputs = {k: z[k] for k in z.files}
-    request = Request(
-        _ints(args.wrt), _ints(args.outputs), args.cotangents, _ints(args.no_grad) or (), args.order, inputs
-    )
-    seeds = range(args.seed, args.seed + args.repeat)
-    todo = [(path, case) for path in args.files for case in cases_of(path, request, seeds)]  # (bad input: now)
-    s = _session(args)
-    failed = 0
-    try:
-        for path, case in todo:
-            area = AREAS[case.area] if case.area in AREAS else area_of(case)
-            v = s.judge(area, case)
-            seed = "" if case.seed is None or args.repeat == 1 else f" (seed {case.seed})"
-            print(f"{path}{seed}: {v.status}" + (f" ({v.oracle}): {v.message}" if v.kind else ""))
-            if v.status in DEFECTIVE:
-                failed += 1
-                saved = s.save(case, v)
-                print(f"  signature: {v.signature}")
-                print(f"  case: {saved}\n  replay: {s.replay_command(saved)}")
-    finally:
-        s.close()
-    print(f"{len(todo) - failed} of {len(todo)} passed" + (f", {failed} failed" if failed else ""))
-    return EXIT_FAIL if failed else EXIT_OK
+    return run(_options(args))
 
 
-def _session(args: argparse.Namespace) -> Any:
-    """The session that judges cases one by one for `replay` and `check` (recorded nowhere)."""
-    from gradcert.conformance.session import Session
+def cmd_fuzz(args: argparse.Namespace) -> int:
+    from gradcert.runs.fuzz import fuzz
 
-    return Session(args.backend, None, args.findings, isolate=_isolate(args), timeout=args.timeout, device=args.device)
-
-
-def _device_ready(args: argparse.Namespace) -> None:
-    """`--device gpu`: CuPy with a CUDA device (the reference and finite differences run on it),
-    and the backend able to run there; else one line, exit 2, before anything runs. (The CPU needs
-    no check: certify's own process then imports no framework.)"""
-    if args.device == "cpu":
-        return
-    from gradcert.backends.registry import resolve
-    from gradcert.reference.interpreter import namespace
-
-    namespace(args.device)
-    resolve(args.backend, args.device)
+    return fuzz(_options(args), _render)
 
 
-def _isolate(args: argparse.Namespace) -> bool | None:
-    """`--isolate auto|yes|no`: None lets the session decide (a worker process for any backend but
-    the reference)."""
-    return {"auto": None, "yes": True, "no": False}[args.isolate]
+def _options(args: argparse.Namespace) -> RunOptions:
+    """The parsed arguments as a run takes them (`RunOptions`: the fields the command has)."""
+    from dataclasses import fields
+
+    from gradcert.runs.options import RunOptions
+
+    return RunOptions(**{f.name: getattr(args, f.name) for f in fields(RunOptions) if hasattr(args, f.name)})
 
 
-def _ints(text: str) -> list[int] | None:
-    if not text:
-        return None
-    try:
-        return [int(x) for x in text.split(",")]
-    except ValueError:
-        raise UsageError(f"{text!r} is not a comma-separated list of positions (0, 1, ...)") from None
+def _render(paths: list[str | Path], out: str | Path, baseline: str | Path | None = None) -> Path:
+    """The report writer a run is handed (imported once a run has results to render)."""
+    from gradcert.reports.html import write
 
-
-class UsageError(Exception):
-    pass
+    return write(paths, out, baseline)
 
 
 def _usage_errors() -> tuple[type[Exception], ...]:
@@ -260,10 +70,10 @@ def _usage_errors() -> tuple[type[Exception], ...]:
     from gradcert.backends.registry import UnknownBackend
     from gradcert.conformance.defects import KnownDefectsError
     from gradcert.conformance.results import ResultsFileError
-    from gradcert.conformance.runs import RunError
     from gradcert.reference.autodiff.backward import BackwardError
     from gradcert.reference.interpreter import InterpreterError
     from gradcert.reference.ir.loader import ProgramFileError
+    from gradcert.runs.options import RunError
 
     return (
         ProgramFileError,
@@ -278,23 +88,11 @@ def _usage_errors() -> tuple[type[Exception], ...]:
     )
 
 
-def cmd_fuzz(args: argparse.Namespace) -> int:
-    from gradcert.backends.registry import backend_name
-    from gradcert.conformance import fuzz
-
-    args.backend_name = backend_name(args.backend)
-    _areas(args.areas)
-    _device_ready(args)
-    if args.minutes <= 0:
-        raise UsageError("--minutes must be positive")
-    if args.address and args.engine != "ray":
-        raise UsageError("--address needs --engine ray")
-    return fuzz.run(args)
+class UsageError(Exception):
+    pass
 
 
 def cmd_known(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from gradcert.conformance.defects import entries
     from gradcert.conformance.results import read_records
 
@@ -313,8 +111,6 @@ def cmd_known(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from gradcert.conformance.results import read_records
     from gradcert.reports.html import write
 
@@ -416,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     rep = sub.add_parser("replay", parents=[judged], help="judge one saved case again")
     rep.add_argument(
-        "cases",
+        "files",
         nargs="+",
         metavar="CASE",
         help="case files, or TEST[DRAW] as a report names a drawn case (drawn again for --backend)",

@@ -1,7 +1,8 @@
-"""Conformance: the backend protocol and verdicts (`api`), the oracles, certification areas, the
-session and search, the pytest plugin, isolation and fuzzing. Backends are found by name in
-`gradcert.backends`."""
+"""Conformance, the judging floor: verdicts, the oracles, the certification areas, the session
+(every case judged, each new defect localized and shrunk once: `judging`), defects, the pytest
+plugin and isolation. What a backend implements is `gradcert.backends.protocol`; runs
+(certify, fuzz, check, replay) are `gradcert.runs`."""
 
-from gradcert.conformance.api import Backend, BackendResult, OpRecord, Status, Unsupported, Verdict
+from gradcert.conformance.verdicts import Status, Verdict
 
-__all__ = ["Backend", "BackendResult", "OpRecord", "Status", "Unsupported", "Verdict"]
+__all__ = ["Status", "Verdict"]

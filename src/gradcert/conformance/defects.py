@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gradcert.conformance.api import Status
+from gradcert.conformance.verdicts import Status
 
 # statuses whose kind is the status itself
 _PLAIN = (Status.TIMEOUT, Status.REFUSED, Status.NONDETERMINISTIC)

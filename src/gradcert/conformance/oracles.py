@@ -1,6 +1,7 @@
 """The oracles: semantics, the reference backward, structural invariants, finite differences.
 
-Tolerances, and why (docs/oracles.md holds the measurements they rest on):
+Tolerances, and why (docs/oracles.md holds the measurements they rest on; the values are in
+`backends/protocol.py`, where an adapter compares by them too):
 
 - reference: |g - g_ref| <= REF_ATOL + REF_RTOL * max|g_ref| per input. Two correct float64
   backwards differ by rounding only (kernel order, fused ops), orders of magnitude below 1e-9
@@ -47,37 +48,14 @@ from typing import Any
 
 import numpy as np
 
-from gradcert.conformance.api import FAILING, BackendResult, Status, Verdict
+from gradcert.backends.protocol import F32_ATOL, F32_RTOL, TOLERANCES, BackendResult, Tolerance, close
+from gradcert.conformance.verdicts import FAILING, Status, Verdict
 from gradcert.generators.case import Case
 from gradcert.reference.autodiff.gradients import first_order
 from gradcert.reference.finite_diff import STEP, Base, directional, held_values, jacobian_vjp, unperturbed
 from gradcert.reference.ir import Program
 from gradcert.reference.ir.types import TensorType, Type, VectorType, is_differentiable
 
-REF_RTOL, REF_ATOL = 1e-9, 1e-10
-FD_RTOL, FD_ATOL = 1e-6, 1e-8
-# float32 cases (`Case.dtype`): the expected gradients and finite differences come from the
-# case's float64 twin (`Case.widened`), so only the backend's own float32 rounding is measured,
-# against both oracles alike. See the module's docstring and docs/oracles.md for the measurements.
-F32_RTOL, F32_ATOL = 1e-4, 1e-4
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    ref_rtol: float
-    ref_atol: float
-    fd_rtol: float
-    fd_atol: float
-    # forward values compared relative to their tensor's largest element, not element by element:
-    # float32 rounding of a sum (a matmul's) is relative to its terms, and an element that cancels
-    # to near zero keeps the absolute error of the large ones (float64's is far below either way)
-    normwise: bool = False
-
-
-TOLERANCES = {
-    "f64": Tolerance(REF_RTOL, REF_ATOL, FD_RTOL, FD_ATOL),
-    "f32": Tolerance(F32_RTOL, F32_ATOL, F32_RTOL, F32_ATOL, normwise=True),
-}
 RETRY = 8  # a failing estimate is made again with a step this much smaller (truncation: 4,096x less)
 
 
@@ -87,20 +65,6 @@ def _names(case: Case) -> list[str]:
 
 def _listing(xs: Sequence[np.ndarray | None], names: Sequence[str]) -> dict[str, object]:
     return {n: (None if x is None else np.asarray(x).tolist()) for n, x in zip(names, xs)}
-
-
-def _close(y: np.ndarray, r: np.ndarray, tol: Tolerance) -> bool:
-    """np.allclose(y, r, tol.ref_rtol, tol.ref_atol, equal_nan=True), without its Python overhead;
-    relative to the largest element for float32 (`Tolerance.normwise`)."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        scale = np.abs(r) if not tol.normwise else float(np.max(np.abs(r), initial=0.0, where=np.isfinite(r)))
-        ok = np.abs(y - r) <= tol.ref_atol + tol.ref_rtol * scale
-        finite = np.isfinite(y) & np.isfinite(r)
-        if ok.all() and finite.all():
-            return True
-        # non-finite entries: equal infinities, or NaN on both sides
-        same = (y == r) | (np.isnan(y) & np.isnan(r))
-        return bool(np.all(np.where(finite, ok, same)))
 
 
 def lowering(case: Case, got: BackendResult, ref: BackendResult, tol: Tolerance | None = None) -> Verdict | None:
@@ -122,7 +86,7 @@ def lowering(case: Case, got: BackendResult, ref: BackendResult, tol: Tolerance 
         y, r = np.asarray(y), np.asarray(r)
         if y.shape != r.shape:
             bad = f"has shape {list(y.shape)}, not {list(r.shape)}"
-        elif r.size and not _close(y, r, tol):
+        elif r.size and not close(y, r, tol):
             bad = f"differs by {float(np.max(np.abs(y - r))):.3g}"
         else:
             continue
@@ -405,17 +369,17 @@ def judge(
     `tol`: the tolerances (default: the case's dtype's, `TOLERANCES`; a float32 case's are
     `float32_tolerance`'s, where the session can run the reference in float32).
 
-    `known`: whether a failure is a known defect's. A known failure does not end the judging: the
+    `known`: whether a failure is a known defect's. A known defect's failure does not end the judging: the
     oracles after it that judge another aspect (`_ORACLES`: the lowering, the structure of the
     answer, its values, the backward program) judge on, and the first failure that is not known is
     the verdict, so that a known defect in a case does not hide a new one of another aspect (two
     wrong values in one case are one failure: the value oracles cannot tell them apart); only where
     every failure is known is the first one the verdict. A later failure of only the inputs a
-    known failure named is that failure again, seen by another oracle (a gradient where none
+    known defect's failure named is that failure again, seen by another oracle (a gradient where none
     belongs is a wrong value to finite differences too)."""
     first_known: Verdict | None = None
-    seen: set[str] = set()  # the aspects a known failure was found in
-    named: set[str] = set()  # the inputs the known failures named
+    seen: set[str] = set()  # the aspects a known defect's failure was found in
+    named: set[str] = set()  # the inputs the known defects' failures named
     for aspect, oracle in _ORACLES:
         if aspect in seen:
             continue
@@ -439,7 +403,7 @@ def _fd(case: Case, got: BackendResult, seed: int, exhaustive: bool, xp: Any, to
     return full_jacobian(case, got, xp, tol) if exhaustive and small else finite_differences(case, got, seed, xp, tol)
 
 
-# the aspects a known failure of an oracle leaves unjudgeable: a second-order case whose first-order
+# the aspects a known defect's failure of an oracle leaves unjudgeable: a second-order case whose first-order
 # gradients (its "forward") are wrong is judged no further, its second backward being built on them
 _CONSEQUENCES = {"first_order": ("lowering", "values", "program")}
 

@@ -90,7 +90,7 @@ def gradcert(gradcert_session: Any, gradcert_search: Any, request: pytest.Fixtur
 
 @pytest.fixture(scope="session")
 def gradcert_search(request: pytest.FixtureRequest) -> Any:
-    from gradcert.conformance.search import Search
+    from gradcert.conformance.judging import Search
 
     c = request.config
     profile = c.getoption(PROFILE)

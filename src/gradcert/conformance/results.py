@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from gradcert.conformance.api import Status
+from gradcert.conformance.verdicts import Status
 
 
 class ResultsFileError(Exception):

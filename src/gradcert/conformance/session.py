@@ -10,16 +10,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gradcert.backends.protocol import BackendResult, Tolerance
 from gradcert.backends.reference import ReferenceBackend
 from gradcert.backends.registry import resolve
-from gradcert.conformance.api import FAILING, BackendResult, Status, Verdict
 from gradcert.conformance.areas import Area
 from gradcert.conformance.defects import canonical, kind, known_defects, unlocalized
 from gradcert.conformance.isolation.runner import InProcess, Isolated, Outcome
 from gradcert.conformance.localize import PASSED, Cache, Cause, localize
-from gradcert.conformance.oracles import Tolerance, float32_tolerance, judge, normals
+from gradcert.conformance.oracles import float32_tolerance, judge, normals
 from gradcert.conformance.oracles import reference as compare_reference
 from gradcert.conformance.results import ResultsFile
+from gradcert.conformance.verdicts import FAILING, Status, Verdict
 from gradcert.generators.case import Case
 from gradcert.reference.interpreter import namespace
 

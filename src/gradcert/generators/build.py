@@ -126,7 +126,7 @@ class _Scope:
 
 
 def _floating(v: Value) -> bool:
-    return v.type.__class__ is TensorType and v.type.dtype in FLOAT_DTYPES  # type: ignore[union-attr]
+    return v.type.__class__ is TensorType and v.type.dtype in FLOAT_DTYPES
 
 
 class Generator:
@@ -805,7 +805,7 @@ def _span(op: Operation) -> int:
     """How many elements an op combines into one, or, for indexing, how many indices it has (each
     may repeat): SPAN_BOUND."""
     if OPS[op.name].drawing.family == "index":
-        return op.operands[1].type.size  # type: ignore[union-attr,no-any-return]
+        return op.operands[1].type.size  # type: ignore[union-attr]
     x = op.operands[0].type
     assert isinstance(x, TensorType)
     if "axes" in op.attrs:

@@ -46,7 +46,7 @@ class Seeded(_Integers):
 
     Every choice is an integer in a range, as `Drawn` makes it, and is kept in `choices`: the
     sequence hypothesis would record for the same case, so that a case found here can be handed to
-    hypothesis to shrink (`conformance/search.py`). (NumPy's generator costs more to seed and to
+    hypothesis to shrink (`conformance/judging.py`). (NumPy's generator costs more to seed and to
     call for a handful of integers than drawing a small case can afford: `bench/generation.py`.)"""
 
     def __init__(self, seed: int) -> None:

@@ -110,7 +110,7 @@ def _unreachable(a: str, b: str) -> str | None:
 
 
 def _pairs_of(cells: Iterable[str]) -> Iterator[Pair]:
-    return combinations(sorted(cells), 2)  # type: ignore[return-value]
+    return combinations(sorted(cells), 2)
 
 
 def reachable_pairs() -> list[Pair]:
@@ -157,7 +157,7 @@ def events(case: Case) -> Iterator[frozenset[str]]:
 
 def _tensor(v: Value) -> set[str]:
     t = v.type
-    return {f"rank:{min(t.rank, 4)}", f"dtype:{t.dtype}"} if isinstance(t, TensorType) else set()  # type: ignore[union-attr]
+    return {f"rank:{min(t.rank, 4)}", f"dtype:{t.dtype}"} if isinstance(t, TensorType) else set()
 
 
 def _block(block: Block, depth: int, region: str, trips: str | None, flags: object) -> Iterator[frozenset[str]]:
@@ -211,7 +211,7 @@ def _trip_bucket(op: Operation) -> str:
 
 def _const(v: Value) -> float | None:
     op = v.owner
-    return float(op.attrs["value"]) if isinstance(op, Operation) and op.name == "full" else None  # type: ignore[arg-type]
+    return float(op.attrs["value"]) if isinstance(op, Operation) and op.name == "full" else None
 
 
 def pairs(case: Case) -> set[Pair]:

@@ -3,7 +3,7 @@
 The collector runs every 700 allocations and walks what was allocated since; work that builds a
 large structure (a backward program, a report's records) or many short-lived cycles (a case's
 programs) makes it walk the same live objects again and again. Measured where it is used: the
-backward (`reference/autodiff/backward.py`), the search's cases (`conformance/search.py`), the report."""
+backward (`reference/autodiff/backward.py`), the search's cases (`conformance/judging.py`), the report."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ A float32 program is judged against its twin: the same ops on the same inputs, e
 value made float64 (a `cast` to float32 becomes one to float64, a no-op). The twin's gradients are
 the float32 program's exact ones up to float64 rounding, so finite differences and the expected
 gradients keep float64's accuracy, and only the backend's float32 rounding is left to the
-tolerances (`conformance.oracles.TOLERANCES`).
+tolerances (`backends.protocol.TOLERANCES`).
 """
 
 from __future__ import annotations

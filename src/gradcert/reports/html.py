@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 from jinja2 import BytecodeCache, Environment, FileSystemBytecodeCache, PackageLoader, select_autoescape
 from jinja2.bccache import Bucket
 
-from gradcert.conformance.api import FAILING, STATUSES, Status
 from gradcert.conformance.areas import AREAS
+from gradcert.conformance.outcomes import Comparison, Loaded, compare, defects, fixed, load, matrix, not_reproduced
 from gradcert.conformance.results import read_records
+from gradcert.conformance.verdicts import FAILING, STATUSES, Status
 from gradcert.reference import collector
-from gradcert.reports.summary import Comparison, Loaded, compare, defects, fixed, load, matrix, not_reproduced
 
 if TYPE_CHECKING:
     from gradcert.generators.coverage import Tally

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from gradcert.conformance.api import Status
-from gradcert.reports.summary import Loaded, summary
+from gradcert.conformance.outcomes import Loaded
+from gradcert.conformance.verdicts import Status
+from gradcert.reports.summary import summary
 
 
 def write_json(records: list[dict[str, Any]], out: str | Path, loaded: Loaded | None = None) -> Path:

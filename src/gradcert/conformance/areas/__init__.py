@@ -3,7 +3,7 @@
 Each area is a test module `gradcert/conformance/areas/test_<area>.py` of small tests, so that
 pytest-xdist can spread them. A test is marked with the features its cases are drawn from
 (`drawn`), and its body asks the `gradcert` fixture (`Certify`) for the check its cases get; the
-cases are drawn as `search.py` says.
+cases are drawn as `judging.py` says.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def feats(
 
 
 def strategy(features: Features, order: int) -> Any:
-    """The hypothesis strategy drawing the cases of `features` that `search.draw` draws."""
+    """The hypothesis strategy drawing the cases of `features` that `judging.draw` draws."""
     from hypothesis import strategies as st
 
     return st.deferred(lambda: _strategy(features, order))
@@ -108,7 +108,7 @@ def _strategy(features: Features, order: int) -> Any:
 @functools.cache
 def tests() -> dict[str, Callable[..., None]]:
     """Every certification test by its id ("test_<area>.py::<test>"), in area order (made once:
-    `search.redraw` asks for every pass a report or bench draws again)."""
+    `judging.redraw` asks for every pass a report or bench draws again)."""
     import importlib
 
     out = {}
@@ -150,7 +150,7 @@ def drawn(area: str, features: Features) -> Callable[[_Test], _Test]:
 
 class Certify:
     """What a certification test's body calls (the `gradcert` fixture): one method per check. Each
-    draws the test's cases (`search.Search`) and judges every one in the session."""
+    draws the test's cases (`judging.Search`) and judges every one in the session."""
 
     def __init__(self, session: Any, search: Any, node: Any) -> None:
         self.session, self.search, self.node = session, search, node

@@ -16,8 +16,9 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from gradcert.conformance.api import LIMIT, AdapterLimit, Backend, BackendResult, Status, Unsupported
+from gradcert.backends.protocol import AdapterLimit, Backend, BackendResult, Unsupported
 from gradcert.conformance.isolation.wire import result_from_json
+from gradcert.conformance.verdicts import LIMIT, Status
 from gradcert.generators.case import Case
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcert.conformance.api import BackendResult, OpRecord
+from gradcert.backends.protocol import BackendResult, OpRecord
 
 _OP_FIELDS = [f.name for f in fields(OpRecord)]
 

@@ -9,8 +9,8 @@ import json
 import sys
 import traceback
 
+from gradcert.backends.protocol import AdapterLimit, Backend, Unsupported
 from gradcert.backends.registry import resolve
-from gradcert.conformance.api import AdapterLimit, Backend, Unsupported
 from gradcert.conformance.isolation.wire import result_to_json
 from gradcert.generators.case import parse_case
 from gradcert.reference import collector
@@ -26,7 +26,7 @@ def main() -> None:
     first = True
     for line in sys.stdin:
         # a case at a time for the collector, as the search draws and judges one
-        # (`search.draw_and_check`): the parsed program's cycles are freed young at its end
+        # (`judging.draw_and_check`): the parsed program's cycles are freed young at its end
         with collector.paused(collect_young=True):
             reply = _reply(backend, line)
         out.write(json.dumps(reply) + "\n")

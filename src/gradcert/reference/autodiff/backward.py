@@ -487,7 +487,7 @@ def _sweep(added: set[Operation], kept: set[Value]) -> None:
         if op.parent is None:
             continue  # (taken out already)
         op.parent.remove(op)
-        dead += [v.op for v in op.operands if v.op in added and _unused(v.op, kept)]  # type: ignore[misc]
+        dead += [v.op for v in op.operands if v.op in added and _unused(v.op, kept)]
 
 
 def _unused(op: Operation, kept: set[Value]) -> bool:

@@ -29,7 +29,7 @@ class TensorType:
 
     def __new__(cls, shape: Sequence[int], dtype: str = "f64") -> TensorType:
         try:
-            return cls._interned[shape, dtype]  # type: ignore[index]
+            return cls._interned[shape, dtype]
         except (KeyError, TypeError):  # (TypeError: a list, unhashable)
             pass
         shape = tuple(shape)

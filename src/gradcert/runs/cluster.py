@@ -40,11 +40,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gradcert.conformance import runs
-from gradcert.conformance.api import FAILING, Status
 from gradcert.conformance.defects import known_defects, signature, unlocalized
-from gradcert.conformance.fuzz import findings_index, finish
 from gradcert.conformance.results import ResultsFile, read_records, unsupported_record
+from gradcert.conformance.verdicts import FAILING, Status
+from gradcert.runs import lifecycle
+from gradcert.runs.ending import findings_index, finish
+from gradcert.runs.options import Render, RunOptions, areas
 
 SLICE = 20.0  # the longest a shard draws for: what a dead worker or a killed driver costs again
 # a shard's verdicts go to the driver in batches of this many seconds' worth: one object each to
@@ -127,7 +128,7 @@ def _state(opts: Options) -> tuple[Any, Any, _Sink]:
     """The session (its backend, its isolated runner) and search of this worker process: made at
     its first shard, kept for every later one."""
     if opts not in _STATE:
-        from gradcert.conformance.search import Search
+        from gradcert.conformance.judging import Search
         from gradcert.conformance.session import Session
 
         # the driver saves each defect's case: a worker's session never does, and a folder made
@@ -158,7 +159,7 @@ def judge_shard(
     """Judge test `test_id`'s seeded cases from number `start` on for `seconds` (`one`: only case
     `start`), the example database's cases for the test first where `replay`. Yields the verdict
     records in batches: (the number of the batch's last case, its records), -1 for the database's."""
-    from gradcert.conformance.search import database, draw_and_check
+    from gradcert.conformance.judging import database, draw_and_check
     from gradcert.generators.coverage import Tally
 
     session, search, sink = _state(opts)
@@ -185,7 +186,7 @@ def judge_shard(
 def shrink_defect(opts: Options, record: dict[str, Any], count: int) -> dict[str, Any]:
     """The defect record of the failure `record` (a verdict record): its case shrunk once, as a
     certify run shrinks it, where the search drew it (a database's case is kept as it is)."""
-    from gradcert.conformance.search import _UNSHRUNK, Found, database, draw
+    from gradcert.conformance.judging import _UNSHRUNK, Found, database, draw
     from gradcert.generators.case import parse_case
     from gradcert.generators.choices import Seeded, Simplest
 
@@ -206,7 +207,7 @@ def shrink_defect(opts: Options, record: dict[str, Any], count: int) -> dict[str
         store = database(opts.db) if opts.db else None
         case, v, shrunk = search.minimal(session, area, key, strategy, Found(v, case, choices, count), sig, store)
     else:  # (it did not fail so again: the night's own verdict and case stand)
-        from gradcert.conformance.api import Verdict
+        from gradcert.conformance.verdicts import Verdict
 
         v = Verdict(**{f: record[f] for f in ("status", "oracle", "message", "kind", "culprit") if f in record})
     final = v.signature if shrunk else sig  # (the shrink settles the role)
@@ -352,7 +353,7 @@ class Driver(Writer):
         batch = 0.0 if shard.owed else BATCH  # (after a dead worker: every verdict sent as judged)
         return self._shard.remote(self.opts, shard.test_id, base, start, left, replay, one, batch)
 
-    def run(self, progress: runs.Progress) -> None:
+    def run(self, progress: lifecycle.Progress) -> None:
         """Every shard not yet done, `workers` in flight; a shard whose worker died is continued as
         the module docstring says."""
         pending = iter([s for s in self.plan.shards() if shard_name(*s) not in self.done])
@@ -409,7 +410,7 @@ class Driver(Writer):
     def crash(self, test_id: str, r: int, k: int, e: Exception) -> dict[str, Any]:
         """The record of case `k` of shard (test_id, r), which killed two workers."""
         from gradcert.conformance.areas import spec
-        from gradcert.conformance.search import redraw
+        from gradcert.conformance.judging import redraw
 
         base = self.plan.base(test_id, r)
         drawn = "simplest" if k == 0 else f"seed:{(base << 24) + k:x}"
@@ -466,44 +467,45 @@ def _capabilities(spec: str) -> frozenset[str]:
     return frozenset(resolve(spec).capabilities)
 
 
-def run(args: Any) -> int:
-    """`gradcert fuzz --engine ray`: `args` as the CLI parses them."""
+def run(opts: RunOptions, render: Render) -> int:
+    """`gradcert fuzz --engine ray`; `render` writes the report where `opts.report` asks for one."""
     from gradcert.backends.registry import resolve
-    from gradcert.conformance.areas import AREAS, spec, tests
-    from gradcert.conformance.search import database
+    from gradcert.conformance.areas import spec, tests
+    from gradcert.conformance.judging import database
 
     ray = _ray()
-    areas = [a.strip() for a in args.areas.split(",") if a.strip()] if args.areas else list(AREAS)
-    results = Path(args.results or f"reports/{args.backend_name}-fuzz.jsonl")
-    findings = Path(args.findings or results.parent / "findings")
-    runs.check_outputs(results, Path(args.report or results.with_suffix(".html")), findings)
-    known = {args.backend_name: known_defects(args.backend_name)}  # (a bad file: now, in one line)
-    db = args.db if args.db.startswith(("redis://", "rediss://")) else str(Path(args.db).resolve())
+    chosen = areas(opts.areas)
+    name = _name(opts.backend)
+    results = Path(opts.results or f"reports/{name}-fuzz.jsonl")
+    findings = Path(opts.findings or results.parent / "findings")
+    lifecycle.check_outputs(results, Path(opts.report or results.with_suffix(".html")), findings)
+    known = {name: known_defects(name)}  # (a bad file: now, in one line)
+    db = opts.db if opts.db.startswith(("redis://", "rediss://")) else str(Path(opts.db).resolve())
     database(db)  # (unreachable: now, in one line)
-    backend = resolve(args.backend)
-    workers = (os.cpu_count() or 1) if args.workers == "auto" else int(args.workers)
-    isolate = {"auto": None, "yes": True, "no": False}[args.isolate]
-    opts = Options(args.backend, isolate, args.timeout, db, args.shrink_seconds, args.device)
+    backend = resolve(opts.backend)
+    workers = (os.cpu_count() or 1) if opts.workers == "auto" else int(opts.workers)
+    isolate = opts.isolated
+    task = Options(opts.backend, isolate, opts.timeout, db, opts.shrink_seconds, opts.device)
     runnable: list[tuple[str, Any]] = []
     lacking: list[tuple[str, Any]] = []
     for test_id in tests():
         area = spec(test_id)[0]
-        if area.name in areas:
+        if area.name in chosen:
             (runnable if area.needs <= backend.capabilities else lacking).append((test_id, area))
     index = findings_index(findings)
-    with runs.exclusive(results):
-        connect(ray, args.address, workers)  # (unreachable: one line, before anything is written)
-        if opts.gpus and not ray.cluster_resources().get("GPU"):  # (its tasks would wait forever)
-            raise ClusterError(f"--device gpu: the Ray cluster at {args.address or 'local'} has no GPU")
+    with lifecycle.exclusive(results):
+        connect(ray, opts.address, workers)  # (unreachable: one line, before anything is written)
+        if task.gpus and not ray.cluster_resources().get("GPU"):  # (its tasks would wait forever)
+            raise ClusterError(f"--device gpu: the Ray cluster at {opts.address or 'local'} has no GPU")
         night = resume(results)
         if night.plan is None:
-            total = args.minutes * 60 * workers
+            total = opts.minutes * 60 * workers
             slice_s = min(SLICE, max(1.0, total / max(1, len(runnable))))
             rounds = max(1, round(total / (slice_s * max(1, len(runnable)))))
             plan = Plan(int.from_bytes(os.urandom(6)), tuple(t for t, _ in runnable), rounds, slice_s)
             night = Night(plan, sum(1 for _ in read_records([results])), set(), set())
-            start = {"backend": args.backend_name, "profile": "nightly", "planned": None, "engine": "ray"}
-            runs.record_run(results, {"run": "start", **start, "plan": asdict(plan)})
+            start = {"backend": name, "profile": "nightly", "planned": None, "engine": "ray"}
+            lifecycle.record_run(results, {"run": "start", **start, "plan": asdict(plan)})
             f = ResultsFile(results)
             for test_id, area in lacking:
                 lacks = f"{backend.name} lacks {', '.join(sorted(area.needs - backend.capabilities))}"
@@ -513,23 +515,23 @@ def run(args: Any) -> int:
             assert night.done is not None
             plan = night.plan
             print(f"resuming the night on record: {len(night.done)} of {len(plan.shards())} shards done")
-        driver = Driver(ray, opts, plan, night, results, workers)
-        progress = runs.Progress(runs.Follow(results), None, budget=args.minutes * 60)
+        driver = Driver(ray, task, plan, night, results, workers)
+        progress = lifecycle.Progress(lifecycle.Follow(results), None, budget=opts.minutes * 60)
         signum = None
         try:
-            with runs.signals_raise():
+            with lifecycle.signals_raise():
                 driver.run(progress)
                 progress.end()
-                known_here = known[args.backend_name]
+                known_here = known[name]
                 new = [s for s in driver.failures if s not in known_here and s not in index]
                 driver.shrink(new, findings)
-        except runs.Interrupted as e:
+        except lifecycle.Interrupted as e:
             signum = e.signum
             progress.end()
         finally:
             driver.out.close()
             ray.shutdown()
-        why = runs.signal_name(signum) if signum else None
+        why = lifecycle.signal_name(signum) if signum else None
         end = {"run": "end", "complete": signum is None, "planned": None, "judged": progress.follow.n, "signal": why}
-        runs.record_run(results, {**end, "exit": runs.exit_for(signum) if signum else 0})
-    return finish(args, results, findings, index, known, night.offset, progress.follow.n, signum, "on Ray")
+        lifecycle.record_run(results, {**end, "exit": lifecycle.exit_for(signum) if signum else 0})
+    return finish(opts, render, results, findings, index, known, night.offset, progress.follow.n, signum, "on Ray")

@@ -1,4 +1,4 @@
-"""How an area test searches (conformance/search.py): seeded cases handed to hypothesis, choice for
+"""How an area test searches (conformance/judging.py): seeded cases handed to hypothesis, choice for
 choice, so that hypothesis replays exactly the failure found and shrinks it; a failure hypothesis
 does not see again is reported as found."""
 
@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
+from gradcert.backends.protocol import BackendResult
 from gradcert.backends.reference import ReferenceBackend
-from gradcert.conformance.api import BackendResult
 from gradcert.conformance.areas import AREAS
 from gradcert.conformance.areas import strategy as case_strategy
 from gradcert.conformance.areas import tests as certify_tests
 from gradcert.conformance.isolation.runner import InProcess
+from gradcert.conformance.judging import Found, Search, _handed, _to_bytes, draw
 from gradcert.conformance.oracles import clear
 from gradcert.conformance.results import read_records
-from gradcert.conformance.search import Found, Search, _handed, _to_bytes, draw
 from gradcert.conformance.session import CaseFailed, Session
 from gradcert.generators.case import Case
 from gradcert.generators.choices import Seeded, Simplest
@@ -126,7 +126,7 @@ class Recording(Session):
 
 def test_a_pass_is_recorded_by_its_draw_and_drawn_again_from_it(tmp_path: Path) -> None:
     from gradcert.conformance.areas.test_while import test_while_mixed as test
-    from gradcert.conformance.search import redraw
+    from gradcert.conformance.judging import redraw
 
     s = Recording("reference", tmp_path / "r.jsonl", tmp_path / "f", isolate=False)
     spec, features = test._gradcert_area, test._gradcert_features
@@ -162,14 +162,14 @@ def test_a_failure_is_recorded_with_its_text(tmp_path: Path) -> None:
 
 def test_each_case_is_freed_at_its_end_not_left_to_a_later_collection(tmp_path: Path) -> None:
     """A case's programs are reference cycles: the search pauses the collector for a case and
-    collects them at its end, while they are young (search.draw_and_check); left to the collector's
+    collects them at its end, while they are young (judging.draw_and_check); left to the collector's
     schedule they were found alive mid-case, moved to older generations, and lingered there until
     a rarer full collection. No op of a case judged outlives its case, and nothing the
     reference backend keeps between cases (the request it checked last) holds one."""
     import gc
 
     from gradcert.conformance.areas.test_while import test_while_mixed as test
-    from gradcert.conformance.search import draw_and_check
+    from gradcert.conformance.judging import draw_and_check
     from gradcert.reference.ir import Operation
 
     def ops() -> int:
@@ -201,7 +201,7 @@ def test_a_session_holds_each_verdict_not_its_record(tmp_path: Path) -> None:
     import gc
     import tracemalloc
 
-    from gradcert.conformance.search import draw_and_check
+    from gradcert.conformance.judging import draw_and_check
 
     chosen = [(tid, t._gradcert_area, t._gradcert_features) for tid, t in certify_tests().items()]
     s = Session("reference", tmp_path / "r.jsonl", tmp_path / "f", isolate=False)

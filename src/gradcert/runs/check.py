@@ -1,5 +1,5 @@
-"""Judging one's own program against a backend: `gradcert check FILE.gc --backend B`, and
-`gradcert.check(program, backend=...)` in Python.
+"""Judging one's own program against a backend: `gradcert check FILE.gc --backend B` (`run`), and
+`gradcert.check(program, backend=...)` in Python (`check`).
 
 A program is judged by every oracle on seeded inputs inside each op's safe domain. By default every
 float input that is not stop_gradient is differentiated, every float output is, and the cotangents
@@ -15,13 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from gradcert.conformance.api import Verdict
-from gradcert.conformance.areas import Area
+from gradcert.conformance.areas import AREAS, Area
+from gradcert.conformance.verdicts import DEFECTIVE, Verdict
 from gradcert.generators.case import Case, load_case
 from gradcert.reference.domains import safe_inputs
 from gradcert.reference.ir import Program
 from gradcert.reference.ir.loader import load_program, parse_source
 from gradcert.reference.ir.types import TensorType, is_differentiable
+from gradcert.runs.options import EXIT_FAIL, EXIT_OK, RunError, RunOptions, session
 
 CHECK = Area("check", "a program of one's own")
 SECOND = Area("check", "a program of one's own", order=2)
@@ -147,3 +148,47 @@ def check(
 
 def with_area(case: Case) -> Case:
     return case if case.area else replace(case, area=CHECK.name)
+
+
+def run(opts: RunOptions) -> int:
+    """`gradcert check`: judge programs of one's own (or saved cases) against a backend, each on
+    `opts.repeat` seeds: exit 1 if one fails."""
+    if opts.repeat < 1:
+        raise RunError(f"--repeat {opts.repeat}: at least 1")
+    inputs = None
+    if opts.inputs:
+        if not Path(opts.inputs).is_file():
+            raise RunError(f"{opts.inputs}: no such .npz file")
+        with np.load(opts.inputs) as z:
+            inputs = {k: z[k] for k in z.files}
+    request = Request(
+        _ints(opts.wrt), _ints(opts.outputs), opts.cotangents, _ints(opts.no_grad) or (), opts.order, inputs
+    )
+    seeds = range(opts.seed, opts.seed + opts.repeat)
+    todo = [(path, case) for path in opts.files for case in cases_of(path, request, seeds)]  # (bad input: now)
+    s = session(opts)
+    failed = 0
+    try:
+        for path, case in todo:
+            area = AREAS[case.area] if case.area in AREAS else area_of(case)
+            v = s.judge(area, case)
+            seed = "" if case.seed is None or opts.repeat == 1 else f" (seed {case.seed})"
+            print(f"{path}{seed}: {v.status}" + (f" ({v.oracle}): {v.message}" if v.kind else ""))
+            if v.status in DEFECTIVE:
+                failed += 1
+                saved = s.save(case, v)
+                print(f"  signature: {v.signature}")
+                print(f"  case: {saved}\n  replay: {s.replay_command(saved)}")
+    finally:
+        s.close()
+    print(f"{len(todo) - failed} of {len(todo)} passed" + (f", {failed} failed" if failed else ""))
+    return EXIT_FAIL if failed else EXIT_OK
+
+
+def _ints(text: str) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise RunError(f"{text!r} is not a comma-separated list of positions (0, 1, ...)") from None

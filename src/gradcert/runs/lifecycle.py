@@ -4,8 +4,9 @@ process group, so that no xdist worker outlives the run), a live progress line, 
 
 The child's own output goes to `RESULTS.log` (`-v` shows it); this process follows the results
 file and prints what a person reads: the progress line, then the summary (areas x statuses, one
-block per defect). A run records its start (cases planned) and its end (complete or not, why,
-cases judged) in the results file, so that a report rendered from it later says INCOMPLETE too.
+block per defect: `ending.py`). A run records its start (cases planned) and its end (complete or
+not, why, cases judged) in the results file, so that a report rendered from it later says
+INCOMPLETE too.
 """
 
 from __future__ import annotations
@@ -23,14 +24,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from gradcert.conformance.api import DEFECTIVE, LIMIT, STATUSES, Status
 from gradcert.conformance.results import ResultsFile, read_records
-
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
-
-
-class RunError(ValueError):
-    """Bad usage found before anything runs (exit 2, one line)."""
+from gradcert.conformance.verdicts import STATUSES
+from gradcert.runs.options import EXIT_FAIL, EXIT_SIGINT, EXIT_SIGTERM, RunError
 
 
 def check_outputs(results: Path, report: Path, findings: Path) -> int:
@@ -250,85 +246,3 @@ def signal_name(signum: int) -> str:
 def exit_for(signum: int | None) -> int:
     """The exit status of a run that did not finish: 130 / 143 for SIGINT / SIGTERM, else 1."""
     return {int(signal.SIGINT): EXIT_SIGINT, int(signal.SIGTERM): EXIT_SIGTERM}.get(signum or 0, EXIT_FAIL)
-
-
-def print_summary(loaded: Any, known: dict[str, Any], out: IO[str] = sys.stdout) -> list[Any]:
-    """The areas x statuses table, then one block per defect (new first); returns the defects."""
-    from gradcert.reports.summary import defects, matrix, not_reproduced
-
-    m = matrix(loaded.cases)
-    shown = [s for s in STATUSES if any(c[s] for per in m.values() for c in per.values())]
-    for backend, per in m.items():
-        print(f"\n{backend}: cases by area", file=out)
-        width = max([len(a) for a in per] + [4])
-        print("  " + "area".ljust(width) + "".join(s.rjust(max(len(s), 5) + 2) for s in shown), file=out)
-        for area, c in per.items():
-            print("  " + area.ljust(width) + "".join(str(c[s]).rjust(max(len(s), 5) + 2) for s in shown), file=out)
-    for backend, tally in loaded.coverage.items():
-        print(f"\n{backend}: {tally.summary()}", file=out)
-    limits = Counter(
-        (r["backend"], r.get("message", "")) for r in loaded.cases if str(r.get("message", "")).startswith(LIMIT)
-    )
-    for (backend, why), n in sorted(limits.items()):
-        print(f"\n{backend}: {n} case(s) beyond the adapter's limits (unsupported): {why[len(LIMIT) :]}", file=out)
-    found = defects(loaded, known)
-    for d in found:
-        ex = d.example or {}
-        head = "KNOWN" if d.known else ("NEW " + d.status.upper() if d.status != Status.FAIL else "NEW")
-        dtype = ex.get("dtype", "f64")
-        where = f"{d.cases} case(s) in {len(d.tests)} test(s) of {len(d.areas)} area(s): {', '.join(sorted(d.areas))}"
-        print(f"\n{head} {d.backend}: {d.signature}  ({dtype}; {where})", file=out)
-        if d.known:
-            print(f"  known: {d.known.reason}\n  on file: {d.known.case}", file=out)
-        else:
-            print(f"  {str(ex.get('message', ''))[:300]}", file=out)
-            if ex.get("case"):
-                program = str(ex["case"]).split("---")[0].rstrip()
-                print("  " + program.replace("\n", "\n  "), file=out)
-        if ex.get("replay"):
-            print(f"  replay: {ex['replay']}", file=out)
-    from gradcert.reports.summary import fixed
-
-    backend = next(iter(known), "")
-    unmet = not_reproduced(loaded, known)
-    drawn_past = [k for k in unmet if fixed(loaded, k, backend) is False]
-    for k in unmet:
-        if k not in drawn_past:
-            why = "its minimal case passes now" if fixed(loaded, k, backend) else "not judged again"
-            print(f"\nNOT REPRODUCED (fixed?) {k.signature}: {why}\n  {k.reason}\n  on file: {k.case}", file=out)
-    if drawn_past:
-        print(
-            f"\n{len(drawn_past)} known defect(s) no case of this run showed; each one's minimal case still fails:",
-            file=out,
-        )
-        for k in drawn_past:
-            print(f"  {k.signature}", file=out)
-    return found
-
-
-def confirm_unmet(
-    spec: str, loaded: Any, known: dict[str, Any], results: Path, isolate: bool | None, timeout: float
-) -> None:
-    """Judge again the minimal case of each known defect that no case of the run showed, and
-    record whether it still fails (then it was not drawn) or passes (fixed?), in the results file
-    and in `loaded`."""
-    from gradcert.conformance.areas import AREAS
-    from gradcert.conformance.defects import known_folder
-    from gradcert.conformance.session import Session
-    from gradcert.generators.case import load_case
-    from gradcert.reports.summary import not_reproduced
-
-    unmet = not_reproduced(loaded, known)
-    if not unmet:
-        return
-    s = Session(spec, None, results.parent, isolate=isolate, timeout=timeout)
-    f = ResultsFile(results)
-    try:
-        for k in unmet:
-            v = s.judge(AREAS[k.area], load_case(known_folder() / k.case))
-            rec = {"unmet": k.signature, "backend": s.name, "still_fails": v.status in DEFECTIVE}
-            f.append(rec)
-            loaded.unmet[(s.name, k.signature)] = rec
-    finally:
-        f.close()
-        s.close()

@@ -19,7 +19,7 @@ replays it and shrinks it, every step judged by the session. Hypothesis's persis
 
 The hand-over uses hypothesis's database format (`hypothesis.database.choices_to_bytes`) and its
 "secondary" examples, as `fuzz_one_input` does: tested with hypothesis 6.155 and 6.170
-(`tests/conformance/test_search.py` replays a seeded case of every area test choice for choice).
+(`tests/conformance/test_judging.py` replays a seeded case of every area test choice for choice).
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gradcert.conformance.api import DEFECTIVE, Status, Verdict
 from gradcert.conformance.areas import Area, tests
 from gradcert.conformance.defects import unroled
 from gradcert.conformance.oracles import clear
 from gradcert.conformance.session import CaseFailed, Session
+from gradcert.conformance.verdicts import DEFECTIVE, Status, Verdict
 from gradcert.generators.build import Generator
 from gradcert.generators.case import Case
 from gradcert.generators.choices import Chooser, Seeded, Simplest

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from gradcert.conformance.search import redraw
+from gradcert.conformance.judging import redraw
+from gradcert.conformance.outcomes import load
 from gradcert.generators.case import parse_case
-from gradcert.reports.summary import load
 
 from ..conftest import ENV, records, run_cli
 from ..mutants import kills
