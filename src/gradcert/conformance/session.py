@@ -105,7 +105,7 @@ class Session:
         verdict. A failure that is one of the backend's known defects is `known`; any other failure
         is judged again (`AGAIN` more times) and is `nondeterministic` where the answers differ.
         `drawn_s`: the seconds it took to draw, for the record's timings. `draw`: how the seeded
-        search drew it ("seed:HEX" or "simplest", `search.redraw` draws it again), which then names
+        search drew it ("seed:HEX" or "simplest", `judging.redraw` draws it again), which then names
         it, and stands in for its text in the record of a pass (printing a case cost a tenth of a
         check, and the text of every pass made most of a results file)."""
         if case.area != area.name:
