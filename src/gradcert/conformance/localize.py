@@ -281,7 +281,7 @@ class _Search:
                 and self.answer(self.cut.out_of_place(derived), False) is False
             ):
                 culprit = OVERWRITING
-            else:
+            elif culprit.startswith(_PARTS):
                 culprit = self.flags(culprit, derived)
         return Cause(culprit + (f" [{', '.join(tags)}]" if tags else ""), derived, self.calls)
 
@@ -411,6 +411,9 @@ def _sequence(ops: Sequence[Operation]) -> Callable[[Case], str]:
 
 
 OVERWRITING = "an in-place op overwriting a value another op uses"
+
+# the culprits that name a part of several ops (a window, a region, a fan-out), not a use
+_PARTS = ("ops ", "if", "while", "accumulation of")
 
 
 def _overwriting(ops: Sequence[Operation]) -> str:
