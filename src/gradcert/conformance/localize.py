@@ -341,7 +341,9 @@ class _Search:
         """The culprit of a failing one-op case: the op with the uses its failure needs, or the use
         itself where other ops fail the same way in it."""
         uses = self.cut.uses(op, derived)
-        key = (op.name, ",".join(uses), self.kind)
+        # (by the derived case's structure: which operand is flagged or in the no-grad set tells
+        # whether the use is needed, and an op's name and uses alone do not say which)
+        key = (_structure(derived), ",".join(uses), self.kind)
         if key in self.cache.culprits:
             return self.cache.culprits[key]
         culprit = self._refine(op, derived, uses)
