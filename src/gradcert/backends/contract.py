@@ -16,7 +16,9 @@ an op whose derivative is zero (`sign`); JAX never returns `None`, only zeros. A
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import numpy as np
 
 from gradcert.generators.case import Case
 from gradcert.reference.autodiff.backward import blocked_values
@@ -56,3 +58,14 @@ def to_contract(
         else:
             out.append(g)
     return out
+
+
+def free_to_contract(case: Case, free: Sequence[int], got: Sequence[Any], order: int) -> list[Any]:
+    """One host gradient per `case.wrt` from a framework that differentiated only the positions
+    `free` of it (`got`: one array or None each; the others get None), mapped as `to_contract`
+    maps them."""
+    full: list[Any] = [None] * len(case.wrt)
+    for k, g in zip(free, got):
+        full[k] = None if g is None else np.asarray(g)
+    zeros: Callable[[int], Any] = lambda k: np.zeros_like(np.asarray(case.inputs[case.wrt[k]]), dtype=np.float64)
+    return to_contract(full, paths(case, order), zeros, lambda g: not np.any(g != 0))

@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcert.backends.contract import paths, to_contract
+from gradcert.backends.contract import free_to_contract, paths
 from gradcert.backends.lowering import (
     VECTORS,
     ArrayApiBackend,
@@ -427,11 +427,7 @@ class JaxBackend(ArrayApiBackend):
 
     def _contract(self, case: Case, free: list[int], got: Sequence[Any], order: int) -> list[Any]:
         """One gradient per `case.wrt` (None for the inputs not differentiated), as the contract says."""
-        full: list[Any] = [None] * len(case.wrt)
-        for k, g in zip(free, got):
-            full[k] = g
-        zeros: Callable[[int], Any] = lambda k: np.zeros(np.shape(case.inputs[case.wrt[k]]))
-        return to_contract(full, paths(case, order), zeros, lambda g: not np.any(g != 0))
+        return free_to_contract(case, free, got, order)
 
 
 class JaxEagerBackend(JaxBackend):
