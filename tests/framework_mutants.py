@@ -1,9 +1,10 @@
 """PyTorch, JAX and TensorFlow backends with one planted bug each: `tanh` lowered as the framework's
 own custom gradient (`torch.autograd.Function`, `jax.custom_vjp`, `tf.custom_gradient`) whose
 backward is off by 1%. `tests/backends/test_torch_jax.py` and `test_tensorflow.py` check that
-certification catches each, so a wrong framework gradient is not lost in an adapter's mapping. And Paddle with a defect planted in its answers inside loop bodies
-and `if` branches, areas where Paddle has known defects of its own: `tests/backends/test_paddle.py` checks
-that each is found beside Paddle's known ones."""
+certification catches each, so a wrong framework gradient is not lost in an adapter's mapping.
+And Paddle with a defect planted in its answers inside loop bodies and `if` branches, areas where
+Paddle has known defects of its own: `tests/backends/test_paddle.py` checks that each is found
+beside Paddle's known ones."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcert.backends.contract import free_to_contract, paths
+from gradcert.backends.contract import free_to_contract, paths, second_order_to_contract
 from gradcert.backends.lowering import (
     VECTORS,
     ArrayApiBackend,
@@ -313,9 +313,10 @@ class TensorflowBackend(ArrayApiBackend):
             wrt = [xs[case.wrt[k]] for k in free]
             # (the second tape only at second order: with two tapes watching, TensorFlow wraps every
             # `cond` and `while` in a function of its own, built with its gradient as it is traced)
-            outer: Any = tf.GradientTape(watch_accessed_variables=False) if case.order == 2 else contextlib.nullcontext()
+            second = case.order == 2
+            outer: Any = tf.GradientTape(watch_accessed_variables=False) if second else contextlib.nullcontext()
             with outer:
-                if case.order == 2:
+                if second:
                     outer.watch(wrt)
                 with tf.GradientTape(watch_accessed_variables=False) as tape:
                     tape.watch(wrt)
@@ -325,10 +326,10 @@ class TensorflowBackend(ArrayApiBackend):
                     low.run_block(case.program.block)
                 ys = [low.env[v] for v in case.output_values]
                 gs = dense(tape.gradient(ys, wrt, output_gradients=cots))
-                if case.order == 2:
+                if second:
                     # (a path in the program and no gradient: zeros, as the contract maps them)
                     ks = [tf.zeros_like(wrt[j]) if gs[j] is None else gs[j] for j in keep]
-            if case.order == 2:
+            if second:
                 return gs, dense(outer.gradient(ks, wrt, output_gradients=cots2)), ks
             return gs, [], [low.env[v] for v in case.program.outputs]
 
@@ -353,18 +354,16 @@ class TensorflowBackend(ArrayApiBackend):
         if case.order == 2 and u2 is not None and len(u2) != len(keep):
             u2 = None  # (a count the lowering oracle reports; checked below)
         got, got2, forward = self._function(case, free, keep)(xs, cots, u2)
-        result = free_to_contract(case, free, got, 1)
         if case.order == 2:
-            # the "forward" of a second-order case is its first-order gradients (those not None)
-            kept = [free.index(k) for k, g in enumerate(result) if g is not None]
-            if cots2 is not None and len(cots2) != len(kept):
-                forward = [got[j] for j in kept]
-                result = [None] * len(case.wrt)  # the lowering oracle reports the count
-            else:
-                if kept != keep:  # (a first-order gradient where the program has no path)
-                    u2 = None if cots2 is None else [tf.constant(np.asarray(w)) for w in cots2]
-                    _, got2, forward = self._function(case, free, kept)(xs, cots, u2)
-                result = free_to_contract(case, free, got2, 2)
+
+            def again(kept: list[int]) -> tuple[Any, Any]:
+                u2 = None if cots2 is None else [tf.constant(np.asarray(w)) for w in cots2]
+                _, got2, forward = self._function(case, free, kept)(xs, cots, u2)
+                return got2, forward
+
+            result, forward = second_order_to_contract(case, free, got, keep, got2, again)
+        else:
+            result = free_to_contract(case, free, got, 1)
         t1 = time.perf_counter()
         return BackendResult(
             [None if g is None else np.asarray(g) for g in result],
