@@ -101,3 +101,20 @@ def test_a_loop_of_traced_trip_count_first_and_second_order(backend: object, ord
     assert judge(case, got, ref).status == "pass"
     np.testing.assert_allclose(got.grads[0], ref.grads[0], rtol=1e-9)
     assert got.grads[1] is None  # through `cast` to an integer: no differentiable path
+
+
+GELU = "program(%x0: f64[]) {\n  %0 = gelu(%x0) {approximate=false} : f64[]\n  return %0\n}\n"
+
+
+def test_tf_nn_gelu_is_off_in_float64_so_gelu_is_lowered_by_its_formula(backend: object) -> None:
+    """`tf.nn.gelu` casts its constant 1/sqrt(2) as a float32 constant, in float64 too: its value is
+    off by 2.6e-9 relative at 0.234375 (the lowering check allows 1e-9), which would be blamed on
+    the adapter; the adapter lowers `gelu` by its formula on `tf.math.erf`, and agrees."""
+    import scipy.special
+
+    tf = backend.tf  # type: ignore[attr-defined]
+    x = 0.234375
+    exact = 0.5 * x * scipy.special.erfc(-x / np.sqrt(2.0))
+    assert abs(float(tf.nn.gelu(tf.constant(x, tf.float64))) / exact - 1) > 1e-9
+    got = backend.run(_case(GELU, [0], [np.array(x)]))  # type: ignore[attr-defined]
+    np.testing.assert_allclose(got.forward[0], exact, rtol=1e-15)

@@ -8,8 +8,9 @@ Lowering choices (docs/tensorflow.md says what was measured):
   `matmul` of vectors, `take_along_axis`), so TensorFlow's ops, and their registered gradients, do
   the work. A table entry exists only where the kernel writes into a copy (NumPy-style slice
   assignment, which TensorFlow's immutable tensors lack) or where TensorFlow has its own function
-  (`tf.nn.softmax`, `tf.math.cumsum`, `tf.math.top_k`, `tf.norm`, `tf.math.erf`, `tf.nn.gelu`,
-  `tf.pad`, `tf.tensor_scatter_nd_*` for the scatters, slice assignment included).
+  (`tf.nn.softmax`, `tf.math.cumsum`, `tf.math.top_k`, `tf.norm`, `tf.math.erf`, `tf.pad`,
+  `tf.tensor_scatter_nd_*` for the scatters, slice assignment included); `gelu` is its formula on
+  `tf.math.erf` (`_gelu` says why not `tf.nn.gelu`).
 - `if` is `tf.cond` (cond_v2: both branches traced into functions of their own); `while` is
   `tf.while_loop` (while_v2; its gradient keeps each trip's values in TensorList accumulators).
   Nothing of the loop is known when the graph is built: the trip count is the graph's.
@@ -238,6 +239,17 @@ def _topk(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
     return [sign * tf.transpose(values, perm), tf.cast(tf.transpose(indices, perm), tf.int64)]
 
 
+def _gelu(low: Lowering, op: Operation, a: list[Any]) -> Any:
+    """The op's own formula on TensorFlow's `erf` (or `tanh`), not `tf.nn.gelu`: in float64,
+    `tf.nn.gelu` computes with float32 roundings of its constants (`math_ops.cast(0.7071067811865476,
+    dtype)` casts a float32 constant), so its forward is off by up to 5e-9 relative, which the
+    lowering check would blame on the adapter (docs/tensorflow.md)."""
+    tf, x = low.ns, a[0]
+    if op.attrs["approximate"]:
+        return 0.5 * x * (1.0 + tf.math.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+    return 0.5 * x * (1.0 + tf.math.erf(x * 0.7071067811865476))
+
+
 def _axes(op: Operation) -> list[int] | None:
     return list(op.attrs["axes"]) or None
 
@@ -248,7 +260,7 @@ TABLE: dict[str, Lower] = {
     **VECTORS,
     "pad": lambda low, op, a: low.ns.pad(a[0], [list(p) for p in zip(op.attrs["low"], op.attrs["high"])]),
     "erf": lambda low, op, a: low.ns.math.erf(a[0]),
-    "gelu": lambda low, op, a: low.ns.nn.gelu(a[0], approximate=op.attrs["approximate"]),
+    "gelu": _gelu,
     "softmax": lambda low, op, a: low.ns.nn.softmax(a[0], axis=op.attrs["axis"]),
     "log_softmax": lambda low, op, a: low.ns.nn.log_softmax(a[0], axis=op.attrs["axis"]),
     "logsumexp": lambda low, op, a: low.ns.math.reduce_logsumexp(a[0], axis=_axes(op), keepdims=op.attrs["keepdim"]),
