@@ -145,7 +145,7 @@ class TfNamespace:
 def _if(low: Lowering, op: Operation, a: list[Any]) -> list[Any]:
     tf, types = low.ns, types_of(op.results)
     if not op.results:
-        return []
+        return []  # (its branches compute nothing the program reads)
     out = tf.cond(
         a[0],
         lambda: flatten(low.nested(op.blocks[0]), types),
