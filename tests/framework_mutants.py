@@ -1,9 +1,10 @@
-"""PyTorch and JAX backends with one planted bug each: `tanh` lowered as the framework's own custom
-gradient (`torch.autograd.Function`, `jax.custom_vjp`) whose backward is off by 1%.
-`tests/backends/test_torch_jax.py` checks that certification catches both, so a wrong framework gradient is
-not lost in an adapter's mapping. And Paddle with a defect planted in its answers inside loop bodies
-and `if` branches, areas where Paddle has known defects of its own: `tests/backends/test_paddle.py` checks
-that each is found beside Paddle's known ones."""
+"""PyTorch, JAX and TensorFlow backends with one planted bug each: `tanh` lowered as the framework's
+own custom gradient (`torch.autograd.Function`, `jax.custom_vjp`, `tf.custom_gradient`) whose
+backward is off by 1%. `tests/backends/test_torch_jax.py` and `test_tensorflow.py` check that
+certification catches each, so a wrong framework gradient is not lost in an adapter's mapping.
+And Paddle with a defect planted in its answers inside loop bodies and `if` branches, areas where
+Paddle has known defects of its own: `tests/backends/test_paddle.py` checks that each is found
+beside Paddle's known ones."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import torch
 
 from gradcert.backends import jax as jax_backend
 from gradcert.backends import paddle as paddle_backend
+from gradcert.backends import tensorflow as tf_backend
 from gradcert.backends import torch as torch_backend
 
 
@@ -56,6 +58,21 @@ _jax_tanh_off.defvjp(_fwd, _bwd)
 class JaxTanhOff(jax_backend.JaxBackend):
     name = "jax-tanh-off"
     table = {**jax_backend.TABLE, "tanh": lambda low, op, a: _jax_tanh_off(a[0])}
+
+
+def _tf_tanh_off(tf: Any, x: Any) -> Any:
+    # (TensorFlow is imported by the backend at its first case: this module imports none of it)
+    @tf.custom_gradient
+    def tanh(x: Any) -> Any:
+        y = tf.tanh(x)
+        return y, lambda g: g * (1 - y * y) * 1.01
+
+    return tanh(x)
+
+
+class TensorflowTanhOff(tf_backend.TensorflowBackend):
+    name = "tensorflow-tanh-off"
+    table = {**tf_backend.TABLE, "tanh": lambda low, op, a: _tf_tanh_off(low.ns, a[0])}
 
 
 class _PaddleOpOnInputs(paddle_backend.PaddleBackend):

@@ -1,7 +1,8 @@
-"""The torch and jax backends, against a real PyTorch and JAX (installed by the `test` extra): the
-lowering agrees with the reference interpreter on every hand-written program, a quick
-certification of every area they can express passes, and the contract mapping (None versus
-zeros, refused in-place ops, loops JAX cannot reverse) holds on minimal programs."""
+"""The torch and jax backends (and, where the check is shared, tensorflow's), against a real
+PyTorch, JAX and TensorFlow (installed by the `test` extra): the lowering agrees with the reference
+interpreter on every hand-written program, a quick certification of every area they can express
+passes, and the contract mapping (None versus zeros, refused in-place ops, loops JAX cannot
+reverse) holds on minimal programs."""
 
 from __future__ import annotations
 
@@ -28,11 +29,14 @@ from ..conftest import EXAMPLES, ROOT, certify, run_cli
 
 PROGRAMS = sorted((ROOT / "tests" / "programs").glob("*.gc")) + EXAMPLES
 BACKENDS = ["torch", "jax"]
+# the checks every eager or functional framework's adapter shares (the known defects replayed, the
+# lowering, the None-versus-zeros mapping) run on TensorFlow's too; its own: test_tensorflow.py
+MAPPED = [*BACKENDS, "tensorflow"]
 
 
 @pytest.mark.parametrize(
     "name,sig",
-    [(b, sig) for b in BACKENDS for sig in known_defects(b)],
+    [(b, sig) for b in MAPPED for sig in known_defects(b)],
     ids=lambda x: x.replace(" | ", "-").replace(" ", "_")[:40],
 )
 def test_known_framework_defect_still_fails(name: str, sig: str, tmp_path: Path) -> None:
@@ -44,12 +48,12 @@ def test_known_framework_defect_still_fails(name: str, sig: str, tmp_path: Path)
 
 
 def test_every_known_framework_case_is_cited() -> None:
-    for b in BACKENDS:
+    for b in MAPPED:
         cited = {(KNOWN / d.case).resolve() for d in known_defects(b).values()}
         assert cited == {c.resolve() for c in (KNOWN / b).glob("*.case")}, b
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
+@pytest.fixture(scope="module", params=MAPPED)
 def backend(request: pytest.FixtureRequest) -> object:
     return resolve(request.param)
 
@@ -279,7 +283,7 @@ def test_jax_paths_agree_on_maximum_where_its_mask_compares_a_recomputed_value()
         assert judge(case, got, ref).status == "pass", spec
 
 
-@pytest.mark.parametrize("mutant", ["TorchTanhOff", "JaxTanhOff"])
+@pytest.mark.parametrize("mutant", ["TorchTanhOff", "JaxTanhOff", "TensorflowTanhOff"])
 def test_a_wrong_framework_gradient_is_caught(mutant: str, tmp_path: Path) -> None:
     r, _ = certify(f"tests.framework_mutants:{mutant}", tmp_path, extra=["--areas", "elementwise"])
     assert r.returncode == 1, r.stdout[-2000:]
@@ -290,7 +294,11 @@ def test_a_wrong_framework_gradient_is_caught(mutant: str, tmp_path: Path) -> No
 
 
 def mutant_name(mutant: str) -> str:
-    return {"TorchTanhOff": "torch-tanh-off", "JaxTanhOff": "jax-tanh-off"}[mutant]
+    return {
+        "TorchTanhOff": "torch-tanh-off",
+        "JaxTanhOff": "jax-tanh-off",
+        "TensorflowTanhOff": "tensorflow-tanh-off",
+    }[mutant]
 
 
 def test_a_zero_second_order_gradient_from_torch_is_zeros_not_an_error() -> None:

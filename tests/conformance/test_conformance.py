@@ -42,7 +42,9 @@ def test_unknown_backend_is_one_line_and_exit_2(tmp_path: Path) -> None:
         resolve("no_such_module:thing")
 
 
-@pytest.mark.parametrize(("name", "module"), [("paddle", "paddle"), ("torch", "torch"), ("jax", "jax")])
+@pytest.mark.parametrize(
+    ("name", "module"), [("paddle", "paddle"), ("torch", "torch"), ("jax", "jax"), ("tensorflow", "tensorflow")]
+)
 def test_a_framework_backend_is_resolved_without_importing_its_framework(
     name: str, module: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -16,7 +16,9 @@ an op whose derivative is zero (`sign`); JAX never returns `None`, only zeros. A
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import numpy as np
 
 from gradcert.generators.case import Case
 from gradcert.reference.autodiff.backward import blocked_values
@@ -56,3 +58,39 @@ def to_contract(
         else:
             out.append(g)
     return out
+
+
+def free_to_contract(case: Case, free: Sequence[int], got: Sequence[Any], order: int) -> list[Any]:
+    """One host gradient per `case.wrt` from a framework that differentiated only the positions
+    `free` of it (`got`: one array or None each; the others get None), mapped as `to_contract`
+    maps them."""
+    full: list[Any] = [None] * len(case.wrt)
+    for k, g in zip(free, got):
+        full[k] = None if g is None else np.asarray(g)
+    zeros: Callable[[int], Any] = lambda k: np.zeros_like(np.asarray(case.inputs[case.wrt[k]]), dtype=np.float64)
+    return to_contract(full, paths(case, order), zeros, lambda g: not np.any(g != 0))
+
+
+def second_order_to_contract(
+    case: Case,
+    free: Sequence[int],
+    got: Sequence[Any],
+    guess: Sequence[int],
+    got2: Sequence[Any],
+    again: Callable[[list[int]], tuple[Sequence[Any], Sequence[Any]]],
+) -> tuple[list[Any], list[Any]]:
+    """A second-order answer mapped onto the contract: (the gradients, the "forward" -- the
+    first-order gradients that are not None, which the lowering oracle checks). The framework
+    differentiated again the first-order gradients at `guess` (positions in `free`: those the
+    program has a path from) and gave `got2`; where the first-order answer `got`, mapped, has its
+    not-None gradients elsewhere (a gradient where the program has no path), `again(kept)`
+    differentiates those instead and gives (gradients, first-order gradients kept). A count of
+    `case.cotangents2` that does not fit them gives no gradients (the lowering oracle reports it)."""
+    first = free_to_contract(case, free, got, 1)
+    kept = [list(free).index(k) for k, g in enumerate(first) if g is not None]
+    if case.cotangents2 is not None and len(case.cotangents2) != len(kept):
+        return [None] * len(case.wrt), [np.asarray(got[j]) for j in kept]
+    forward: Sequence[Any] = [got[j] for j in kept]
+    if kept != list(guess):
+        got2, forward = again(kept)
+    return free_to_contract(case, free, got2, 2), [np.asarray(y) for y in forward]

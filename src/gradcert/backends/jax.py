@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcert.backends.contract import paths, to_contract
+from gradcert.backends.contract import free_to_contract, paths, second_order_to_contract
 from gradcert.backends.lowering import (
     VECTORS,
     ArrayApiBackend,
@@ -398,25 +398,22 @@ class JaxBackend(ArrayApiBackend):
 
             got, got2, forward = call(both, *primals)
         else:
-            got, forward = call(first, *primals)
+            (got, forward), got2 = call(first, *primals), []
         got = [np.asarray(g) for g in got]
-        result = self._contract(case, free, got, 1)
         if case.order == 2:
-            # the "forward" of a second-order case is its first-order gradients (those not None)
-            keep = [free.index(k) for k, g in enumerate(result) if g is not None]
-            if cots2 is not None and len(cots2) != len(keep):
-                forward = [got[j] for j in keep]
-                result = [None] * len(case.wrt)  # the lowering oracle reports the count
-            else:
-                if keep != guess:  # (a first-order gradient where the program has no path)
 
-                    def second(*xs: Any) -> tuple[list[Any], list[Any]]:
-                        gs, vjp2 = jax.vjp(lambda *xs: [first(*xs)[0][j] for j in keep], *xs)
-                        u = [jnp.ones_like(g) for g in gs] if cots2 is None else [jnp.asarray(w) for w in cots2]
-                        return list(vjp2(u)), gs
+            def again(keep: list[int]) -> tuple[list[Any], list[Any]]:
+                def second(*xs: Any) -> tuple[list[Any], list[Any]]:
+                    gs, vjp2 = jax.vjp(lambda *xs: [first(*xs)[0][j] for j in keep], *xs)
+                    u = [jnp.ones_like(g) for g in gs] if cots2 is None else [jnp.asarray(w) for w in cots2]
+                    return list(vjp2(u)), gs
 
-                    got2, forward = call(second, *primals)
-                result = self._contract(case, free, [np.asarray(g) for g in got2], 2)
+                out: tuple[list[Any], list[Any]] = call(second, *primals)
+                return out
+
+            result, forward = second_order_to_contract(case, free, got, guess, got2, again)
+        else:
+            result = self._contract(case, free, got, 1)
         t1 = time.perf_counter()
         return BackendResult(
             [None if g is None else np.asarray(g) for g in result],
@@ -427,11 +424,7 @@ class JaxBackend(ArrayApiBackend):
 
     def _contract(self, case: Case, free: list[int], got: Sequence[Any], order: int) -> list[Any]:
         """One gradient per `case.wrt` (None for the inputs not differentiated), as the contract says."""
-        full: list[Any] = [None] * len(case.wrt)
-        for k, g in zip(free, got):
-            full[k] = g
-        zeros: Callable[[int], Any] = lambda k: np.zeros(np.shape(case.inputs[case.wrt[k]]))
-        return to_contract(full, paths(case, order), zeros, lambda g: not np.any(g != 0))
+        return free_to_contract(case, free, got, order)
 
 
 class JaxEagerBackend(JaxBackend):

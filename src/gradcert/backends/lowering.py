@@ -220,7 +220,7 @@ class ArrayApiBackend:
     capabilities = frozenset(
         {"if", "while", "nesting", "inplace", "combine_split", "double_grad", "indexing", "along_axis", "float32"}
     )
-    devices = ("cpu", "gpu")
+    devices: tuple[str, ...] = ("cpu", "gpu")
     table: dict[str, Lower]  # a subclass may lower some ops otherwise (tests plant bugs so)
 
     def __init__(self) -> None:

@@ -26,6 +26,7 @@ BUILTIN = {
     "jax": "gradcert.backends.jax:JaxBackend",
     "jax-eager": "gradcert.backends.jax:JaxEagerBackend",
     "jax-jit": "gradcert.backends.jax:JaxJitBackend",
+    "tensorflow": "gradcert.backends.tensorflow:TensorflowBackend",
 }
 # what each built-in backend's framework needs installed: (module, distribution), the first named
 # in the backend's version; the extra to install is the backend's name
@@ -35,6 +36,7 @@ NEEDS = {
     "jax": [("jax", "jax")],
     "jax-eager": [("jax", "jax")],
     "jax-jit": [("jax", "jax")],
+    "tensorflow": [("tensorflow", "tensorflow-cpu")],
 }
 
 
@@ -48,8 +50,13 @@ def framework_version(backend: str) -> str:
             raise ImportError(
                 f"the {backend} backend needs {distribution}: pip install 'gradcert[{backend.partition('-')[0]}]'"
             )
-    distribution = NEEDS[backend][0][1]
-    return f"{distribution} {importlib.metadata.version(distribution)}"
+    module, distribution = NEEDS[backend][0]
+    try:
+        return f"{distribution} {importlib.metadata.version(distribution)}"
+    except importlib.metadata.PackageNotFoundError:
+        # the module from another distribution of the framework (`tensorflow` for `tensorflow-cpu`)
+        other = importlib.metadata.packages_distributions().get(module, [distribution])[0]
+        return f"{other} {importlib.metadata.version(other)}"
 
 
 def backend_name(spec: str) -> str:
