@@ -50,6 +50,35 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gradcert_area(name): a gradcert certification area")
+    _lifeline(config)
+
+
+# the shared hold on a run's results lock of this process, kept for its life
+_HOLD: list[int] = []
+
+
+def _lifeline(config: pytest.Config) -> None:
+    """Under a run that `gradcert` started (GRADCERT_RESULTS_LOCK set): an xdist worker dies with
+    the pytest that started it (`lifeline.die_with_parent`: execnet starts it, gradcert cannot set
+    that for it), and every process of the run that may write the results file holds the run's
+    lock shared, so that a rerun is refused while any of them lives (`lifeline.py`)."""
+    import os
+
+    from gradcert.conformance import lifeline
+
+    lock = os.environ.get(lifeline.LOCK)
+    if not lock:
+        return
+    worker = hasattr(config, "workerinput")
+    if worker:
+        lifeline.die_with_parent()
+    else:  # (its xdist workers watch this process, where the kernel's signal is not to be had)
+        os.environ[lifeline.PARENT] = str(os.getpid())
+    if not _HOLD:
+        try:
+            _HOLD.append(lifeline.share(lock))
+        except lifeline.Held as e:
+            raise pytest.UsageError(f"{lock}: another run (pid {e.pid}) holds this results file") from None
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,6 @@ INCOMPLETE too.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
@@ -24,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from gradcert.conformance import lifeline
 from gradcert.conformance.results import ResultsFile, read_records
 from gradcert.conformance.verdicts import STATUSES
 from gradcert.runs.options import EXIT_FAIL, EXIT_SIGINT, EXIT_SIGTERM, RunError
@@ -60,22 +60,25 @@ def _writable_file(p: Path, what: str) -> None:
 
 @contextmanager
 def exclusive(results: Path) -> Iterator[None]:
-    """Hold `RESULTS.lock` for the run: a second run on a results file that a live run is writing
-    is refused (it would judge every case again beside it, appending duplicates)."""
-    results.parent.mkdir(parents=True, exist_ok=True)
-    lock = results.with_name(results.name + ".lock")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    """Hold `RESULTS.lock` for the run (`lifeline.py`): a second run on a results file that a live
+    run is writing is refused (it would judge every case again beside it, appending duplicates).
+    The lock is taken exclusively, then shared with the run's writers (the child pytest and its
+    workers take it shared at their start, from GRADCERT_RESULTS_LOCK): it lasts while any of them
+    lives, however this process ends."""
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            raise RunError(f"{results}: a live run (pid {pid}) is writing this results file") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        fd = lifeline.start(results)
+    except lifeline.Held as e:
+        raise RunError(f"{results}: a live run (pid {e.pid}) is writing this results file") from None
+    before = os.environ.get(lifeline.LOCK)
+    os.environ[lifeline.LOCK] = str(lifeline.lock_path(results).resolve())
+    try:
         yield
     finally:
-        os.close(fd)  # (the lock goes with it; the file stays, empty of meaning)
+        if before is None:
+            os.environ.pop(lifeline.LOCK, None)
+        else:
+            os.environ[lifeline.LOCK] = before
+        lifeline.release(fd)  # (the file stays, empty of meaning once no one holds it)
 
 
 class Interrupted(Exception):
@@ -210,7 +213,8 @@ def run_child(
         stdout=None if verbose else log,
         stderr=subprocess.STDOUT if not verbose else None,
         start_new_session=True,  # its own process group: stopped whole
-        env=env,
+        env={**env, lifeline.LOCK: os.environ[lifeline.LOCK]} if lifeline.LOCK in os.environ else env,
+        preexec_fn=lifeline.preexec(),  # (killed by the kernel when this process dies, by SIGKILL too)
     )
     try:
         with signals_raise():

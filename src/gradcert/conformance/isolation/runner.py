@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 from gradcert.backends.protocol import AdapterLimit, Backend, BackendResult, Unsupported
+from gradcert.conformance import lifeline
 from gradcert.conformance.isolation.wire import result_from_json
 from gradcert.conformance.verdicts import LIMIT, Status
 from gradcert.generators.case import Case
@@ -75,7 +76,7 @@ class Isolated:
         self.died: int | None = None  # the exit status of the last worker that died
 
     def _start(self) -> subprocess.Popen[str]:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = lifeline.watched(dict(os.environ, PYTHONUNBUFFERED="1"))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gradcert.conformance.isolation.worker", self.spec, self.device],
             stdin=subprocess.PIPE,
@@ -83,6 +84,7 @@ class Isolated:
             stderr=self.log,
             text=True,
             env=env,
+            preexec_fn=lifeline.preexec(),  # (it dies with this process: `lifeline.py`)
         )
         ready = self._read(max(self.timeout, 120.0))
         if not isinstance(ready, dict) or "ready" not in ready:

@@ -11,12 +11,14 @@ import traceback
 
 from gradcert.backends.protocol import AdapterLimit, Backend, Unsupported
 from gradcert.backends.registry import resolve
+from gradcert.conformance import lifeline
 from gradcert.conformance.isolation.wire import result_to_json
 from gradcert.generators.case import parse_case
 from gradcert.reference import collector
 
 
 def main() -> None:
+    lifeline.die_with_parent()  # (never an orphan: the process that runs the cases is its parent)
     backend = resolve(sys.argv[1], *sys.argv[2:3])
     gc.freeze()  # what is loaded lives as long as the worker: out of the collector's scans
     out = sys.stdout
