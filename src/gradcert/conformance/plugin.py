@@ -22,6 +22,8 @@ EXHAUSTIVE = "--gradcert-exhaustive"
 BUDGET = "--gradcert-budget"
 SHRINK_SECONDS = "--gradcert-shrink-seconds"
 DEVICE = "--gradcert-device"
+DEADLINE = "--gradcert-deadline"
+DRAW_UNTIL = "--gradcert-draw-until"
 
 # cases drawn per test, and whether every run draws the same ones
 PROFILES: dict[str, dict[str, Any]] = {
@@ -44,7 +46,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(NO_SHRINK, action="store_true", help="report failures as found, without shrinking them")
     g.addoption(EXHAUSTIVE, action="store_true", help="full finite-difference Jacobian for small programs")
     g.addoption(BUDGET, type=float, default=None, help="seconds each test may draw cases for (fuzzing)")
-    g.addoption(SHRINK_SECONDS, type=float, default=30.0, help="seconds a new defect's shrink may take")
+    g.addoption(
+        SHRINK_SECONDS, type=float, default=30.0, help="seconds a new defect's shrink may take, and all of a process's"
+    )
+    g.addoption(DEADLINE, type=float, default=None, help="wall-clock time (epoch s) by which all work ends (fuzzing)")
+    g.addoption(DRAW_UNTIL, type=float, default=None, help="wall-clock time (epoch s) drawing new cases ends")
     g.addoption(DEVICE, default="cpu", choices=["cpu", "gpu"], help="where the backend and the oracles run cases")
 
 
@@ -99,6 +105,8 @@ def gradcert_session(request: pytest.FixtureRequest) -> Any:
         exhaustive=c.getoption(EXHAUSTIVE),
         budget=c.getoption(BUDGET),
         device=c.getoption(DEVICE),
+        deadline=c.getoption(DEADLINE),
+        draw_until=c.getoption(DRAW_UNTIL),
     )
     # What is loaded by now (pytest, hypothesis, the backend's framework) lives for the whole run:
     # keep it out of the cyclic collector's scans, which every case's programs trigger

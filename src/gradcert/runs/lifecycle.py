@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from gradcert.conformance import lifeline
 from gradcert.conformance.results import ResultsFile, read_records
@@ -102,6 +102,41 @@ def signals_raise() -> Iterator[None]:
             signal.signal(s, h)
 
 
+class Flag:
+    """The signal (SIGINT, SIGTERM) that asked a run to stop, if one did: `check` raises
+    `Interrupted` for it where the run can stop cleanly."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def handler(self, signum: int, frame: Any) -> None:
+        self.signum = self.signum or signum
+
+    def install(self) -> None:
+        """(Again, where a library called since, Ray's `init`, installed handlers of its own.)"""
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, self.handler)
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise Interrupted(self.signum)
+
+
+@contextmanager
+def signals_flag() -> Iterator[Flag]:
+    """SIGINT and SIGTERM set the yielded `Flag` for the run's duration, and raise nothing where
+    they arrive: a handler that raises inside a library's native call (Ray's `get` and `wait`)
+    comes out of it as a SystemError, not as the signal."""
+    flag = Flag()
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    flag.install()
+    try:
+        yield flag
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
 def stop(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
     """Stop the child pytest and every process of its group (its xdist workers and their backend
     workers): SIGTERM, then SIGKILL after `grace` seconds."""
@@ -134,6 +169,7 @@ class Follow:
         self.counts: Counter[str] = Counter()
         self.signatures: set[str] = set()
         self.n = 0
+        self.shrinking: dict[str, tuple[int, int]] = {}  # test id -> (the defect it shrinks, of how many)
 
     def poll(self) -> None:
         if not self.path.exists():
@@ -149,7 +185,14 @@ class Follow:
                     r = json.loads(line)
                 except json.JSONDecodeError:
                     continue
-                if "case_id" in r and "defect" not in r:
+                if "shrinking" in r:  # (of 0: the shrinking is over)
+                    if r["of"]:
+                        self.shrinking[r["shrinking"]] = (r["index"], r["of"])
+                    else:
+                        self.shrinking.pop(r["shrinking"], None)
+                elif "defect" in r:
+                    self.shrinking.pop(r.get("test_id", ""), None)
+                elif "case_id" in r:
                     self.counts[r["status"]] += 1
                     self.n += 1
                     if r.get("signature"):
@@ -166,6 +209,7 @@ class Progress:
         self.tty = sys.stderr.isatty()
         self.every, self.last = every, 0.0
         self.done_before = 0  # cases judged by earlier runs on this file (a resumed run)
+        self.shown: dict[str, tuple[int, int]] = {}  # the shrinking last printed (not a terminal)
 
     def line(self) -> str:
         f = self.follow
@@ -175,6 +219,9 @@ class Progress:
         text = f"{judged}" + (f"/{self.planned}" if self.planned else "") + f" cases ({counts})"
         rate = f.n / elapsed if elapsed > 0 else 0.0
         text += f" | {len(f.signatures)} defect(s) | {rate:.1f} cases/s | {_clock(elapsed)}"
+        if f.shrinking:  # (tests shrinking now: the defect each is at, of how many it found)
+            at, of = (sum(x) for x in zip(*f.shrinking.values()))
+            text += f" | shrinking defect {at}/{of}"
         if self.budget is not None:
             text += f" | {_clock(max(0.0, self.budget - elapsed))} left"
         elif self.planned and f.n and judged < self.planned:
@@ -187,8 +234,9 @@ class Progress:
         if self.tty:
             sys.stderr.write("\r" + self.line()[:150].ljust(100))
             sys.stderr.flush()
-        elif now - self.last >= self.every:
-            self.last = now
+        elif now - self.last >= self.every or (self.follow.shrinking != self.shown and now - self.last >= 1.0):
+            # (and where the tests start shrinking another defect)
+            self.last, self.shown = now, dict(self.follow.shrinking)
             print(self.line(), file=sys.stderr, flush=True)
 
     def end(self) -> None:
@@ -203,11 +251,22 @@ def _clock(s: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
+class Ended(NamedTuple):
+    code: int  # the child pytest's exit status
+    signum: int | None  # the signal that stopped the run, or None
+    cut: bool = False  # stopped at `until` (a budget's end), not by a signal
+
+
 def run_child(
-    cmd: list[str], env: dict[str, str], log: IO[str], progress: Progress, verbose: bool = False
-) -> tuple[int, int | None]:
-    """Run the child pytest to its end or to a signal: (its exit code, the signal that stopped it
-    or None)."""
+    cmd: list[str],
+    env: dict[str, str],
+    log: IO[str],
+    progress: Progress,
+    verbose: bool = False,
+    until: float | None = None,
+) -> Ended:
+    """Run the child pytest to its end, to a signal, or to `until` (`time.monotonic()`: a budget's
+    hard end, where the child overran its own deadline)."""
     proc = subprocess.Popen(
         cmd,
         stdout=None if verbose else log,
@@ -220,16 +279,20 @@ def run_child(
         with signals_raise():
             while proc.poll() is None:
                 progress.tick()
+                if until is not None and time.monotonic() > until:
+                    stop(proc, grace=5.0)
+                    progress.end()
+                    return Ended(proc.returncode if proc.returncode is not None else -signal.SIGKILL, None, True)
                 time.sleep(0.25)
     except Interrupted as e:
         stop(proc)
         progress.end()
-        return proc.returncode if proc.returncode is not None else -e.signum, e.signum
+        return Ended(proc.returncode if proc.returncode is not None else -e.signum, e.signum)
     finally:
         if proc.poll() is None:  # (anything else that ended this loop)
             stop(proc)
     progress.end()
-    return proc.returncode, None
+    return Ended(proc.returncode, None)
 
 
 def record_run(results: Path, record: dict[str, Any]) -> dict[str, Any]:
