@@ -176,4 +176,5 @@ def test_fuzz_ends_within_its_minutes_shrinking_and_localization_included(tmp_pa
     assert "new defect(s)" in r.stdout and "NEW" in r.stdout
     assert "shrinking defect" in r.stderr
     recs = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
-    assert any("shrinking" in x for x in recs) and recs[-1]["run"] == "end" and recs[-1]["complete"]
+    assert recs[-1]["run"] == "end" and recs[-1]["complete"]
+    assert "shrinking" in (tmp_path / "r.jsonl.progress").read_text()  # (the live line's notes)

@@ -111,7 +111,12 @@ class Search:
         settled: dict[str, tuple[Case, Verdict, bool, int, list[str]]] = {}
         todo = [(sig, f) for sig, f in found.items() if f.verdict.status != Status.KNOWN]
         for i, (sig, f) in enumerate(todo, 1):
-            if sig not in session.causes:
+            if (
+                sig not in session.causes
+                and self.shrink
+                and f.choices is not None
+                and f.verdict.status not in _UNSHRUNK
+            ):
                 session.shrinking(test_id, i, len(todo))
             case, v, shrunk = self.minimal(session, area, key, strategy, f, sig, store)
             final = v.signature if shrunk else sig

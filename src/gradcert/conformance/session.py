@@ -19,7 +19,7 @@ from gradcert.conformance.isolation.runner import InProcess, Isolated, Outcome
 from gradcert.conformance.localize import PASSED, Cache, Cause, localize
 from gradcert.conformance.oracles import float32_tolerance, judge, normals
 from gradcert.conformance.oracles import reference as compare_reference
-from gradcert.conformance.results import ResultsFile
+from gradcert.conformance.results import ResultsFile, progress_path
 from gradcert.conformance.verdicts import FAILING, Status, Verdict
 from gradcert.generators.case import Case
 from gradcert.reference.interpreter import namespace
@@ -152,8 +152,10 @@ class Session:
 
     def shrinking(self, test_id: str, index: int, of: int) -> None:
         """Record that `test_id` shrinks its defect `index` of `of` (the live line shows it)."""
-        if self.results is not None:
-            self.results.append({"shrinking": test_id, "index": index, "of": of, "time": time.time()})
+        if self.results is not None and isinstance(self.results, ResultsFile):
+            notes = ResultsFile(progress_path(self.results.path))
+            notes.append({"shrinking": test_id, "index": index, "of": of, "time": time.time()})
+            notes.close()
 
     def verdict(self, area: Area, case: Case) -> Verdict:
         """The classified verdict on `case`, recorded nowhere, not localized (a shrink step of a

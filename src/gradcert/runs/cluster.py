@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from gradcert.conformance.defects import known_defects, signature, unlocalized
-from gradcert.conformance.results import ResultsFile, read_records, unsupported_record
+from gradcert.conformance.results import ResultsFile, progress_path, read_records, unsupported_record
 from gradcert.conformance.verdicts import FAILING, Status
 from gradcert.runs import lifecycle
 from gradcert.runs.ending import findings_index, finish
@@ -469,10 +469,11 @@ class Driver(Writer):
         until = time.time() + seconds
         refs = {task.remote(self.opts, *self.failures[sig], until): sig for sig in new}
         left, ready_last = dict(refs), False
+        notes = ResultsFile(progress_path(self.out.path))
         while left:
             if not ready_last:  # (the live line's "shrinking defect i/n": `lifecycle.Follow`)
                 at = len(refs) - len(left) + 1
-                self.out.append({"shrinking": "", "index": at, "of": len(refs), "time": time.time()})
+                notes.append({"shrinking": "", "index": at, "of": len(refs), "time": time.time()})
             ready, _ = self.ray.wait(list(left), num_returns=1, timeout=0.5)
             ready_last = bool(ready)
             flag.check()
@@ -484,7 +485,8 @@ class Driver(Writer):
             for ref in ready:
                 sig = left.pop(ref)
                 self.out.append(self._shrunk(ref, sig, findings))
-        self.out.append({"shrinking": "", "index": 0, "of": 0, "time": time.time()})
+        notes.append({"shrinking": "", "index": 0, "of": 0, "time": time.time()})
+        notes.close()
 
     def _shrunk(self, ref: Any, sig: str, findings: Path) -> dict[str, Any]:
         """The defect record a shrink task `ref` returned (as found, where it failed), its case

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from gradcert.conformance import lifeline
-from gradcert.conformance.results import ResultsFile, read_records
+from gradcert.conformance.results import ResultsFile, progress_path, read_records
 from gradcert.conformance.verdicts import STATUSES
 from gradcert.runs.options import EXIT_FAIL, EXIT_SIGINT, EXIT_SIGTERM, RunError
 
@@ -166,37 +166,43 @@ class Follow:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.pos = path.stat().st_size if path.exists() else 0
+        self.notes = progress_path(path)  # (what is being shrunk)
+        self.notes_pos = self.notes.stat().st_size if self.notes.exists() else 0
         self.counts: Counter[str] = Counter()
         self.signatures: set[str] = set()
         self.n = 0
         self.shrinking: dict[str, tuple[int, int]] = {}  # test id -> (the defect it shrinks, of how many)
 
     def poll(self) -> None:
-        if not self.path.exists():
+        for r in self._new(self.notes, "notes_pos"):
+            if r["of"]:  # (of 0: the shrinking is over)
+                self.shrinking[r["shrinking"]] = (r["index"], r["of"])
+            else:
+                self.shrinking.pop(r["shrinking"], None)
+        for r in self._new(self.path, "pos"):
+            if "defect" in r:
+                self.shrinking.pop(r.get("test_id", ""), None)
+            elif "case_id" in r:
+                self.counts[r["status"]] += 1
+                self.n += 1
+                if r.get("signature"):
+                    self.signatures.add(r["signature"])
+
+    def _new(self, path: Path, pos: str) -> Iterator[dict[str, Any]]:
+        """The records appended to `path` since offset attribute `pos`, which moves past them."""
+        if not path.exists():
             return
-        with open(self.path) as f:
-            f.seek(self.pos)
+        with open(path) as f:
+            f.seek(getattr(self, pos))
             while True:
                 line = f.readline()
                 if not line.endswith("\n"):
                     break  # a line still being written: read it next time
-                self.pos = f.tell()
+                setattr(self, pos, f.tell())
                 try:
-                    r = json.loads(line)
+                    yield json.loads(line)
                 except json.JSONDecodeError:
                     continue
-                if "shrinking" in r:  # (of 0: the shrinking is over)
-                    if r["of"]:
-                        self.shrinking[r["shrinking"]] = (r["index"], r["of"])
-                    else:
-                        self.shrinking.pop(r["shrinking"], None)
-                elif "defect" in r:
-                    self.shrinking.pop(r.get("test_id", ""), None)
-                elif "case_id" in r:
-                    self.counts[r["status"]] += 1
-                    self.n += 1
-                    if r.get("signature"):
-                        self.signatures.add(r["signature"])
 
 
 class Progress:

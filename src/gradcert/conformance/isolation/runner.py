@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from typing import IO
 
 from gradcert.backends.protocol import AdapterLimit, Backend, BackendResult, Unsupported
 from gradcert.conformance import lifeline
@@ -60,38 +61,59 @@ class InProcess:
 
 
 class Isolated:
-    """One persistent worker process; restarted after a crash or a timeout.
+    """One persistent worker process, and a warm spare started ahead: a worker that crashes or
+    hangs is replaced by the spare at once (it has started while cases ran, so a crash costs no
+    start-up), and a new spare is started behind it.
 
     A worker that dies is blamed on the case it was running only if a fresh worker dies on that
     case too: native code can be left damaged by an earlier case and die at a later one (Paddle's
     backward of a `while` program can leave state that a later program's backward trips over:
     docs/paddle.md, finding 18), and a `crash` verdict names a case that replays as one."""
 
-    def __init__(self, spec: str, timeout: float = 60.0, device: str = "cpu") -> None:
+    def __init__(self, spec: str, timeout: float = 60.0, device: str = "cpu", spare: bool = True) -> None:
         self.spec, self.timeout, self.device = spec, timeout, device
         self.proc: subprocess.Popen[str] | None = None
-        self.log = tempfile.TemporaryFile(mode="w+")
+        self.log: IO[str] = tempfile.TemporaryFile(mode="w+")  # the running worker's stderr
+        self.keep_spare = spare
+        self.spare: tuple[subprocess.Popen[str], IO[str]] | None = None  # a started worker, and its log
         self.version = ""
         self.answered = 0  # cases the running worker has answered
         self.died: int | None = None  # the exit status of the last worker that died
 
-    def _start(self) -> subprocess.Popen[str]:
+    def _spawn(self) -> tuple[subprocess.Popen[str], IO[str]]:
+        """A worker process started (not waited for: it reports ready on its stdout), and its log."""
         env = lifeline.watched(dict(os.environ, PYTHONUNBUFFERED="1"))
-        self.proc = subprocess.Popen(
+        log = tempfile.TemporaryFile(mode="w+")
+        proc = subprocess.Popen(
             [sys.executable, "-m", "gradcert.conformance.isolation.worker", self.spec, self.device],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=self.log,
+            stderr=log,
             text=True,
             env=env,
             preexec_fn=lifeline.preexec(),  # (it dies with this process: `lifeline.py`)
         )
+        return proc, log
+
+    def _start(self) -> subprocess.Popen[str]:
+        """The spare (or, where there is none or it died, a worker started now) as the running
+        worker, ready; a new spare started behind it."""
+        took = self.spare
+        self.spare = None
+        if took is not None and took[0].poll() is not None:
+            took[1].close()
+            took = None
+        self.proc, log = took if took is not None else self._spawn()
+        self.log.close()
+        self.log = log
         ready = self._read(max(self.timeout, 120.0))
         if not isinstance(ready, dict) or "ready" not in ready:
             self._kill()
             raise RuntimeError(f"backend worker for {self.spec!r} did not start: {self._log_tail()}")
         self.version = str(ready["ready"])
         self.answered = 0
+        if self.keep_spare:
+            self.spare = self._spawn()
         return self.proc
 
     def _read(self, timeout: float) -> dict[str, object] | str:
@@ -168,6 +190,17 @@ class Isolated:
         return Outcome(Status.ERROR, f"{err['type']}: {err['message']}", str(err["type"]))
 
     def close(self) -> None:
+        if self.spare is not None:
+            spare, log = self.spare
+            self.spare = None
+            assert spare.stdin is not None
+            spare.stdin.close()  # (it ends at the end of its input, ready or not)
+            try:
+                spare.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                spare.kill()
+                spare.wait()
+            log.close()
         if self.proc is not None and self.proc.poll() is None:
             assert self.proc.stdin is not None
             self.proc.stdin.close()
