@@ -3,9 +3,9 @@ at every case, against the same backend without crashes, both isolated in worker
 certify runs them.
 
 - crash-heavy: `tests.mutants:KillsEveryWorker` (the reference backend, its worker SIGKILLed at
-  one case in sixteen) and `tests.mutants:KillsEveryCase` (at every case), with a warm spare
-  worker taking over at each death (`isolation/runner.py`), and without one (a worker started
-  after each death, as before the spare);
+  one case in sixteen) and `tests.mutants:KillsEveryCase` (at every case), workers forked by the
+  zygote with a warm spare taking over at each death (`isolation/runner.py`), and as before both:
+  a worker started from nothing after each death;
 - without crashes: `reference`, the same backend without the kill, isolated the same way.
 
 Each side judges `--cases` seeded cases of one certification test through a session
@@ -32,13 +32,15 @@ from gradcert.conformance.session import Session  # noqa: E402
 
 
 def throughput(backend: str, test_id: str, cases: int, spare: bool = True) -> tuple[float, dict[str, int]]:
-    """Cases judged a second by an isolated session of `backend`, and their statuses."""
+    """Cases judged a second by an isolated session of `backend`, and their statuses; `spare`:
+    workers forked by the zygote with a warm spare, else each started from nothing after a death
+    (as before either)."""
     area, features, _ = spec(test_id)
     with tempfile.TemporaryDirectory() as d:
         s = Session(backend, Path(d) / "r.jsonl", Path(d) / "findings", "certify", isolate=True, timeout=30)
         if not spare:
             s.runner.close()
-            s.runner = Isolated(backend, 30, spare=False)
+            s.runner = Isolated(backend, 30, spare=False, fork=False)
         features = features.narrow(s.capabilities)
         draw_and_check(s, test_id, area, features, 1, 10**9)  # (warm: the first worker started)
         statuses: dict[str, int] = {}
@@ -64,9 +66,9 @@ def main() -> None:
         for spare in (True, False):
             n = a.cases if mutant == "KillsEveryWorker" else a.crash_cases
             rates[spare], got = throughput(f"tests.mutants:{mutant}", a.test, n, spare)
-            way = "warm spare" if spare else "no spare"
+            way = "forked, warm spare" if spare else "started from nothing, no spare"
             print(f"{what} a crash, {way}: {rates[spare]:.2f} cases/s {got}", flush=True)
-        print(f"ratio crash-heavy ({what}) / without crashes, no spare: {rates[False] / clean:.3f}")
+        print(f"ratio crash-heavy ({what}) / without crashes, started from nothing: {rates[False] / clean:.3f}")
         print(f"ratio crash-heavy ({what}) / without crashes: {rates[True] / clean:.3f}")
 
 

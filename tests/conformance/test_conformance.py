@@ -159,6 +159,26 @@ def test_a_warm_spare_takes_over_from_a_worker_that_died() -> None:
         assert Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z", pid
 
 
+def test_a_crash_costs_a_fork_not_a_start() -> None:
+    """Workers are forked by a zygote that has gradcert and the backend's module loaded: twenty
+    workers killed one after another cost a few milliseconds each, where a worker started from
+    nothing imports Python's, NumPy's and gradcert's modules first (about a second on a loaded
+    machine: `bench/crashes.py`)."""
+    plain = next(c for c in map(draw_case, range(500)) if not any(op.blocks for op in c.program.walk()))
+    iso = Isolated("tests.mutants:KillsEveryCase", timeout=20)
+    try:
+        out = iso.run(plain)  # (the zygote's start)
+        assert isinstance(out, Outcome) and out.status == "crash" and "killed by SIGKILL" in out.message
+        assert iso.zygote is not None
+        t = time.monotonic()
+        outs = [iso.run(plain) for _ in range(20)]
+        took = time.monotonic() - t
+    finally:
+        iso.close()
+    assert all(isinstance(o, Outcome) and o.status == "crash" for o in outs)
+    assert took < 6.0, took
+
+
 def test_isolated_result_equals_in_process() -> None:
     c = draw_case(11)
     iso = Isolated("reference", timeout=30)

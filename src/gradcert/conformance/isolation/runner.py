@@ -10,6 +10,7 @@ import json
 import os
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -60,6 +61,98 @@ class InProcess:
         pass
 
 
+class _Forked:
+    """A worker forked by a `_Zygote`, with the part of `subprocess.Popen`'s interface a runner
+    uses (its exit status comes from the zygote, its parent)."""
+
+    def __init__(self, zygote: _Zygote, pid: int, stdin: IO[str], stdout: IO[str]) -> None:
+        self.zygote, self.pid, self.stdin, self.stdout = zygote, pid, stdin, stdout
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.zygote.status(self.pid, block=False)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout or 0.0)
+            time.sleep(0.005)
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+class _Zygote:
+    """A fork server (`worker.zygote`): forks a worker in milliseconds, where one started from
+    nothing imports Python's, NumPy's and gradcert's modules first (a second on a loaded machine)."""
+
+    def __init__(self, spec: str, device: str, log: IO[str]) -> None:
+        ours, theirs = socket.socketpair()
+        self.sock = ours
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gradcert.conformance.isolation.worker", "--zygote", spec, device]
+            + [str(theirs.fileno())],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            pass_fds=[theirs.fileno()],
+            env=lifeline.watched(dict(os.environ, PYTHONUNBUFFERED="1")),
+            preexec_fn=lifeline.preexec(),
+        )
+        theirs.close()
+        self.reader = ours.makefile("r")
+        self.ready = False
+
+    def _line(self) -> str:
+        line = self.reader.readline()
+        if not line:
+            raise OSError("the zygote died")
+        return line.strip()
+
+    def fork(self, stderr: IO[str]) -> _Forked:
+        if not self.ready:
+            if self._line() != "ready":
+                raise OSError("the zygote did not start")
+            self.ready = True
+        to_child, child_in = os.pipe()[::-1]  # (child_in: the read end, the worker's stdin)
+        child_out, from_child = os.pipe()[::-1]  # (child_out: the write end, its stdout)
+        try:
+            socket.send_fds(self.sock, [b"fork"], [child_in, child_out, stderr.fileno()])
+            pid = int(self._line())
+        finally:
+            os.close(child_in)
+            os.close(child_out)
+        return _Forked(self, pid, os.fdopen(to_child, "w"), os.fdopen(from_child, "r"))
+
+    def status(self, pid: int, block: bool) -> int | None:
+        self.sock.sendall(f"{'wait' if block else 'poll'} {pid}".encode())
+        said = self._line()
+        return None if said == "-" else -signal.SIGKILL if said == "x" else int(said)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        self.sock.close()
+        self.reader.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+Worker = subprocess.Popen[str] | _Forked
+
+
 class Isolated:
     """One persistent worker process, and a warm spare started ahead: a worker that crashes or
     hangs is replaced by the spare at once (it has started while cases ran, so a crash costs no
@@ -70,20 +163,37 @@ class Isolated:
     backward of a `while` program can leave state that a later program's backward trips over:
     docs/paddle.md, finding 18), and a `crash` verdict names a case that replays as one."""
 
-    def __init__(self, spec: str, timeout: float = 60.0, device: str = "cpu", spare: bool = True) -> None:
+    def __init__(
+        self, spec: str, timeout: float = 60.0, device: str = "cpu", spare: bool = True, fork: bool = True
+    ) -> None:
         self.spec, self.timeout, self.device = spec, timeout, device
-        self.proc: subprocess.Popen[str] | None = None
+        self.proc: Worker | None = None
+        # workers forked by a fork server (`_Zygote`), on the CPU (a GPU's driver state is not
+        # to be forked); started from nothing where it cannot be had
+        self.fork = fork and device == "cpu"
+        self.zygote: _Zygote | None = None
+        self.zygote_log = tempfile.TemporaryFile(mode="w+")
         self.log: IO[str] = tempfile.TemporaryFile(mode="w+")  # the running worker's stderr
         self.keep_spare = spare
-        self.spare: tuple[subprocess.Popen[str], IO[str]] | None = None  # a started worker, and its log
+        self.spare: tuple[Worker, IO[str]] | None = None  # a started worker, and its log
         self.version = ""
         self.answered = 0  # cases the running worker has answered
         self.died: int | None = None  # the exit status of the last worker that died
 
-    def _spawn(self) -> tuple[subprocess.Popen[str], IO[str]]:
-        """A worker process started (not waited for: it reports ready on its stdout), and its log."""
-        env = lifeline.watched(dict(os.environ, PYTHONUNBUFFERED="1"))
+    def _spawn(self) -> tuple[Worker, IO[str]]:
+        """A worker process started (not waited for: it reports ready on its stdout), and its log:
+        forked by the zygote, or started from nothing."""
         log = tempfile.TemporaryFile(mode="w+")
+        if self.fork:
+            try:
+                if self.zygote is None or not self.zygote.alive():
+                    if self.zygote is not None:
+                        self.zygote.close()
+                    self.zygote = _Zygote(self.spec, self.device, self.zygote_log)
+                return self.zygote.fork(log), log
+            except OSError:
+                self.fork = False  # (no zygote to be had: workers started from nothing from now on)
+        env = lifeline.watched(dict(os.environ, PYTHONUNBUFFERED="1"))
         proc = subprocess.Popen(
             [sys.executable, "-m", "gradcert.conformance.isolation.worker", self.spec, self.device],
             stdin=subprocess.PIPE,
@@ -95,7 +205,7 @@ class Isolated:
         )
         return proc, log
 
-    def _start(self) -> subprocess.Popen[str]:
+    def _start(self) -> Worker:
         """The spare (or, where there is none or it died, a worker started now) as the running
         worker, ready; a new spare started behind it."""
         took = self.spare
@@ -208,3 +318,6 @@ class Isolated:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self._kill()
+        if self.zygote is not None:
+            self.zygote.close()
+            self.zygote = None
