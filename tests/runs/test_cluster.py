@@ -243,7 +243,9 @@ def test_sigterm_while_the_driver_shrinks_is_incomplete_143_and_the_rerun_shrink
     failing = {c["signature"] for c in cases(first) if c["status"] == "fail"}
     assert failing
     again = fuzz(tmp_path, *args, "--shrink-seconds", "10")
-    assert again.returncode == 1, again.stdout[-3000:] + again.stderr[-3000:]
+    # (1 where a defect the first part of the night had not shrunk is new; 0 where each one left
+    # settled into a defect that part reported, and indexed)
+    assert again.returncode in (0, 1) and "Traceback" not in again.stderr, again.stdout[-3000:] + again.stderr[-3000:]
     assert "resuming the night on record" in again.stdout
     recs = records(results)
     assert_each_case_once_and_every_shard_done(recs)
