@@ -1,6 +1,7 @@
 """A worker process: runs one backend on case after case (one JSON line in, one out), so that a
 backend's native crash or hang costs that case alone. `python -m gradcert.conformance.isolation.worker SPEC
-[DEVICE]`."""
+[DEVICE]`; or, with `--zygote SPEC DEVICE FD`, a fork server that forks such workers on request
+(`zygote`)."""
 
 from __future__ import annotations
 
