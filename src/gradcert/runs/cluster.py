@@ -11,7 +11,10 @@ verdict records as they are judged, in batches (stamped with the worker's host a
 appends each to the results file unless that case is on record already (a retried shard draws the same seeds),
 and marks the shard done once its last verdict is written. Findings from every worker are grouped
 by signature (`defects.py`) at the driver, so that one defect met on many workers is one defect,
-and each new one is shrunk once, by a Ray task, at the end of the night.
+and each new one is shrunk once, by a Ray task, at the end of the night (all of them within
+`--shrink-seconds` of wall clock). SIGINT and SIGTERM stop the night in any phase (they set a flag
+the driver checks between Ray calls: a handler that raised inside `ray.get` came out as a
+SystemError): INCOMPLETE, 130 / 143, and the next run resumes it, shrinking what was left.
 
 A shard whose worker dies is run again from the first case whose verdict did not arrive, that
 case alone first, in another worker, then on for at least as long as the verdicts lost with the
