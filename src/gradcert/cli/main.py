@@ -189,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--shrink-seconds",
         type=float,
         default=30.0,
-        help="seconds a new defect's shrink may take (also all of a process's)",
+        help="seconds a new defect's shrink may take",
     )
     cert.add_argument("-v", "--verbose", action="store_true", help="show pytest's own output (and hypothesis's notes)")
     cert.set_defaults(func=cmd_certify)

@@ -69,8 +69,8 @@ class Search:
     derandomize: bool  # the same cases every run (seeds from the test's key)
     shrink: bool = True
     db: str | None = None  # hypothesis's persistent example database (a folder)
-    shrink_seconds: float = 30.0  # the time a defect's shrink may take, and all shrinks of this process
-    # the seconds this process's shrinks took so far (`shrink_seconds` is their total too)
+    shrink_seconds: float = 30.0  # the time a defect's shrink may take (fuzzing: and all of this process's)
+    # the seconds this process's shrinks took so far (against the clock, `shrink_seconds` is their total too)
     spent: list[float] = field(default_factory=lambda: [0.0], compare=False)
 
     def run(
@@ -198,9 +198,13 @@ class Search:
         it fails, rather than shown unshrunk."""
         assert f.choices is not None
         t0 = time.monotonic()
-        # within `shrink_seconds` for this defect, what is left of them for this process, and the
-        # run's deadline
-        deadline = t0 + min(self.shrink_seconds, self.shrink_seconds - self.spent[0], session.left())
+        # within `shrink_seconds` for this defect and, in a run against the clock (fuzzing), what
+        # is left of them for this process and of the run's time. (A certification shrinks each
+        # defect for its own `shrink_seconds`: a case whose shrink was cut short keeps the
+        # signature it was met with, and would be told NEW where its shrink settles it into one
+        # of the backend's known defects.)
+        left = self.shrink_seconds - self.spent[0] if session.deadline is not None else self.shrink_seconds
+        deadline = t0 + min(self.shrink_seconds, left, session.left())
         try:
             for clearly in (True, False):
                 if time.monotonic() >= deadline:

@@ -47,7 +47,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(EXHAUSTIVE, action="store_true", help="full finite-difference Jacobian for small programs")
     g.addoption(BUDGET, type=float, default=None, help="seconds each test may draw cases for (fuzzing)")
     g.addoption(
-        SHRINK_SECONDS, type=float, default=30.0, help="seconds a new defect's shrink may take, and all of a process's"
+        SHRINK_SECONDS,
+        type=float,
+        default=30.0,
+        help="seconds a new defect's shrink may take (fuzzing: all of a process's too)",
     )
     g.addoption(DEADLINE, type=float, default=None, help="wall-clock time (epoch s) by which all work ends (fuzzing)")
     g.addoption(DRAW_UNTIL, type=float, default=None, help="wall-clock time (epoch s) drawing new cases ends")
