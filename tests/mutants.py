@@ -675,3 +675,15 @@ INTERACTION_MUTANTS = [
     LongLoops,
     DataDependentTrips,
 ]
+
+
+class KillsEveryCase(ReferenceBackend):
+    """A correct backend whose process is killed (SIGKILL) at every case it is asked: every case
+    is a `crash` (the crash-heavy throughput of `bench/crashes.py`). Not in MUTANTS: no case of
+    it is wrong."""
+
+    name = "kills-every-case"
+
+    def run(self, case: Case) -> BackendResult:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return super().run(case)

@@ -93,6 +93,10 @@ BENCHES = {
         [f"ratio fast path / hypothesis draws per second: {NUMBER}", f"pair coverage: {NUMBER}% of reachable pairs"],
     ),
     "fuzz_reference.py": (["--cases", "40"], [r"false alarms: 0; invalid rate: \d+\.\d+%"]),
+    "crashes.py": (
+        ["--cases", "16", "--crash-cases", "1"],
+        [f"ratio crash-heavy \\(every case\\) / without crashes: {NUMBER}"],
+    ),
     "memory.py": (
         ["--checks", "100"],
         [

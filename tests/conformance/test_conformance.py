@@ -128,6 +128,59 @@ def test_isolated_runner_survives_a_crash_and_a_hang() -> None:
         hang.close()
 
 
+def test_a_warm_spare_takes_over_from_a_worker_that_died() -> None:
+    """The spare worker, started ahead while cases ran, answers the case after a crash (no worker
+    is started after the crash), and a new spare is started behind it; closing ends both."""
+    nested = next(
+        c
+        for c in map(draw_case, range(500))
+        if any(op.name in ("if", "while") and op.parent is not c.program.block for op in c.program.walk())
+    )
+    plain = next(c for c in map(draw_case, range(500)) if not any(op.blocks for op in c.program.walk()))
+    iso = Isolated("tests.mutants:CrashOnNesting", timeout=20)
+    try:
+        out = iso.run(nested)  # (its first case: blamed at once, no fresh worker asked again)
+        assert isinstance(out, Outcome) and out.status == "crash"
+        assert iso.spare is not None and iso.proc is None
+        spare = iso.spare[0]  # (started when the dead worker was ready)
+        time.sleep(3)  # (the time a run's cases would give it to start)
+        t = time.monotonic()
+        assert isinstance(iso.run(plain), BackendResult)
+        took = time.monotonic() - t
+        assert iso.proc is spare and iso.spare is not None and iso.spare[0] is not spare
+        assert took < 1.0, took  # (a worker started now takes longer: Python, NumPy and gradcert imported)
+        pids = [iso.proc.pid, iso.spare[0].pid]
+    finally:
+        iso.close()
+    time.sleep(0.5)
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        assert Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z", pid
+
+
+def test_a_crash_costs_a_fork_not_a_start() -> None:
+    """Workers are forked by a zygote that has gradcert and the backend's module loaded: twenty
+    workers killed one after another cost a few milliseconds each, where a worker started from
+    nothing imports Python's, NumPy's and gradcert's modules first (about a second on a loaded
+    machine: `bench/crashes.py`)."""
+    plain = next(c for c in map(draw_case, range(500)) if not any(op.blocks for op in c.program.walk()))
+    iso = Isolated("tests.mutants:KillsEveryCase", timeout=20)
+    try:
+        out = iso.run(plain)  # (the zygote's start)
+        assert isinstance(out, Outcome) and out.status == "crash" and "killed by SIGKILL" in out.message
+        assert iso.zygote is not None
+        t = time.monotonic()
+        outs = [iso.run(plain) for _ in range(20)]
+        took = time.monotonic() - t
+    finally:
+        iso.close()
+    assert all(isinstance(o, Outcome) and o.status == "crash" for o in outs)
+    assert took < 6.0, took
+
+
 def test_isolated_result_equals_in_process() -> None:
     c = draw_case(11)
     iso = Isolated("reference", timeout=30)

@@ -207,3 +207,62 @@ def test_the_local_engine_takes_a_redis_database_too(tmp_path: Path, redis_url: 
     )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert cases(records(tmp_path / "r.jsonl"))
+
+
+def _driver(tmp: Path, *args: str) -> subprocess.Popen[str]:
+    cmd = ["python", "-m", "gradcert.cli", "fuzz", "--engine", "ray", "--results", str(tmp / "r.jsonl"), *args]
+    return subprocess.Popen(cmd, cwd=tmp, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _until(proc: subprocess.Popen[str], results: Path, what: str, seconds: float = 180) -> None:
+    deadline = time.monotonic() + seconds
+    while not any(what in r for r in records(results)):
+        assert proc.poll() is None, (proc.stdout.read() if proc.stdout else "")[-3000:]
+        assert time.monotonic() < deadline, f"no {what} record"
+        time.sleep(0.1)
+
+
+def test_sigterm_while_the_driver_shrinks_is_incomplete_143_and_the_rerun_shrinks_what_was_left(
+    tmp_path: Path,
+) -> None:
+    """A backend wrong on programs of five ops or more (each defect shrunk): SIGTERM in the
+    shrinking phase ends the night INCOMPLETE, exit 143, no traceback; the same command again
+    resumes it and records every new defect once."""
+    results = tmp_path / "r.jsonl"
+    args = ["--backend", "tests.mutants:WrongOnBigPrograms", "--isolate", "no", "--workers", "2"]
+    args += ["--areas", "elementwise,fanout", "--minutes", "0.2", "--db", str(tmp_path / "db")]
+    proc = _driver(tmp_path, *args, "--shrink-seconds", "120")
+    _until(proc, tmp_path / "r.jsonl.progress", "shrinking")  # (the live line's notes)
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, out[-3000:] + err[-3000:]
+    assert "Traceback" not in err and "INCOMPLETE (SIGTERM)" in out, out[-3000:] + err[-3000:]
+    first = records(results)
+    assert [r for r in first if r.get("run") == "end"][-1]["complete"] is False
+    failing = {c["signature"] for c in cases(first) if c["status"] == "fail"}
+    assert failing
+    again = fuzz(tmp_path, *args, "--shrink-seconds", "10")
+    # (1 where a defect the first part of the night had not shrunk is new; 0 where each one left
+    # settled into a defect that part reported, and indexed)
+    assert again.returncode in (0, 1) and "Traceback" not in again.stderr, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "resuming the night on record" in again.stdout
+    recs = records(results)
+    assert_each_case_once_and_every_shard_done(recs)
+    # each failing signature shrunk once, or the one a shrink settled into (then indexed: not new)
+    settled = {s for d in recs if "defect" in d for s in [*d["of"], d["defect"]]}
+    assert failing <= settled
+    assert collections.Counter(s for d in recs if "defect" in d for s in d["of"]).most_common(1)[0][1] == 1
+    assert [r for r in recs if r.get("run") == "end"][-1]["complete"]
+
+
+def test_sigint_while_shards_run_is_incomplete_130_without_a_traceback(tmp_path: Path) -> None:
+    results = tmp_path / "r.jsonl"
+    args = ["--backend", "reference", "--workers", "2", "--areas", "elementwise,fanout", "--minutes", "0.5"]
+    proc = _driver(tmp_path, *args, "--db", str(tmp_path / "db"))
+    _until(proc, results, "case_id")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out[-3000:] + err[-3000:]
+    assert "Traceback" not in err and "INCOMPLETE (SIGINT)" in out, out[-3000:] + err[-3000:]
+    assert [r for r in records(results) if r.get("run") == "end"][-1]["complete"] is False

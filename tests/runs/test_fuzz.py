@@ -161,3 +161,20 @@ def test_a_bad_known_defects_file_stops_the_night_before_it_starts(tmp_path: Pat
 
 def _entry(case: str) -> str:
     return f'[[defect]]\narea = "while"\noracle = "reference"\nkind = "wrong value"\ncase = "{case}"\nreason = "r"\n'
+
+
+def test_fuzz_ends_within_its_minutes_shrinking_and_localization_included(tmp_path: Path) -> None:
+    """A backend wrong in every area on programs of five ops or more (no derived case shows it:
+    each defect is shrunk), fuzzed for half a minute with a shrink allowance of a minute per
+    defect: the night ends within its minutes and the stated margin (docs/certifying.md: 30 s),
+    and the live line says which defect is being shrunk."""
+    t = time.monotonic()
+    r = fuzz(tmp_path, "tests.mutants:WrongOnBigPrograms", "0.5", "", "--workers", "2", "--shrink-seconds", "60")
+    took = time.monotonic() - t
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    assert took <= 30 + 30, took
+    assert "new defect(s)" in r.stdout and "NEW" in r.stdout
+    assert "shrinking defect" in r.stderr
+    recs = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert recs[-1]["run"] == "end" and recs[-1]["complete"]
+    assert "shrinking" in (tmp_path / "r.jsonl.progress").read_text()  # (the live line's notes)

@@ -185,7 +185,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     cert.add_argument("--no-shrink", action="store_true", help="report failures as found, unshrunk (faster)")
     cert.add_argument("--exhaustive", action="store_true", help="full-Jacobian finite differences for small programs")
     cert.add_argument("--baseline", default="", help="earlier results of the same draws: fail on regressions")
-    cert.add_argument("--shrink-seconds", type=float, default=30.0, help="time a new defect's shrink may take")
+    cert.add_argument(
+        "--shrink-seconds",
+        type=float,
+        default=30.0,
+        help="seconds a new defect's shrink may take",
+    )
     cert.add_argument("-v", "--verbose", action="store_true", help="show pytest's own output (and hypothesis's notes)")
     cert.set_defaults(func=cmd_certify)
 
@@ -230,7 +235,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     fz.add_argument("--engine", default="local", choices=("local", "ray"), help="local (pytest-xdist) or ray")
     fz.add_argument("--address", default="", help="--engine ray: the cluster (HOST:PORT or auto; default a local one)")
-    fz.add_argument("--shrink-seconds", type=float, default=30.0, help="seconds each new defect's shrink may take")
+    fz.add_argument(
+        "--shrink-seconds",
+        type=float,
+        default=30.0,
+        help="seconds a new defect's shrink may take (also all of a process's)",
+    )
     fz.add_argument("--results", default="", help="results file (default reports/BACKEND-fuzz.jsonl)")
     fz.add_argument("--findings", default="", help="folder of defects' cases (default: beside the results)")
     fz.add_argument("--areas", default="", help="comma-separated areas (default: all)")

@@ -31,7 +31,7 @@ import os
 import time
 import unittest
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,9 @@ class Search:
     derandomize: bool  # the same cases every run (seeds from the test's key)
     shrink: bool = True
     db: str | None = None  # hypothesis's persistent example database (a folder)
-    shrink_seconds: float = 30.0  # the time a defect's shrink may take
+    shrink_seconds: float = 30.0  # the time a defect's shrink may take (fuzzing: and all of this process's)
+    # the seconds this process's shrinks took so far (against the clock, `shrink_seconds` is their total too)
+    spent: list[float] = field(default_factory=lambda: [0.0], compare=False)
 
     def run(
         self, session: Session, test_id: str, area: Area, features: Features, key: str, strategy: Callable[[], Any]
@@ -107,9 +109,15 @@ class Search:
         # no derived case showed is shrunk, which settles the role of its wrong inputs: a role it
         # shrinks away was the program's, and the cases of both roles are one defect
         settled: dict[str, tuple[Case, Verdict, bool, int, list[str]]] = {}
-        for sig, f in found.items():
-            if f.verdict.status == Status.KNOWN:
-                continue
+        todo = [(sig, f) for sig, f in found.items() if f.verdict.status != Status.KNOWN]
+        for i, (sig, f) in enumerate(todo, 1):
+            if (
+                sig not in session.causes
+                and self.shrink
+                and f.choices is not None
+                and f.verdict.status not in _UNSHRUNK
+            ):
+                session.shrinking(test_id, i, len(todo))
             case, v, shrunk = self.minimal(session, area, key, strategy, f, sig, store)
             final = v.signature if shrunk else sig
             if final in settled:
@@ -189,12 +197,24 @@ class Search:
         value that is never clear (a gradient too small for its error to stand out) is shrunk as
         it fails, rather than shown unshrunk."""
         assert f.choices is not None
-        deadline = time.monotonic() + self.shrink_seconds
-        for clearly in (True, False):
-            best = self._smallest(session, area, key, strategy, f.choices, sig, store, deadline, clearly)
-            if best is not None:
-                return (*best, True)
-        return f.case, f.verdict, False
+        t0 = time.monotonic()
+        # within `shrink_seconds` for this defect and, in a run against the clock (fuzzing), what
+        # is left of them for this process and of the run's time. (A certification shrinks each
+        # defect for its own `shrink_seconds`: a case whose shrink was cut short keeps the
+        # signature it was met with, and would be told NEW where its shrink settles it into one
+        # of the backend's known defects.)
+        left = self.shrink_seconds - self.spent[0] if session.deadline is not None else self.shrink_seconds
+        deadline = t0 + min(self.shrink_seconds, left, session.left())
+        try:
+            for clearly in (True, False):
+                if time.monotonic() >= deadline:
+                    break
+                best = self._smallest(session, area, key, strategy, f.choices, sig, store, deadline, clearly)
+                if best is not None:
+                    return (*best, True)
+            return f.case, f.verdict, False
+        finally:
+            self.spent[0] += time.monotonic() - t0
 
     def _smallest(
         self,
@@ -216,7 +236,7 @@ class Search:
         @given(case=strategy)
         def replay(case: Any) -> None:
             if time.monotonic() > deadline:
-                return  # (every later step passes: hypothesis stops with the smallest so far)
+                raise _TimeUp  # (out through hypothesis: the smallest so far stands)
             v = session.verdict(area, case)
             # (in any role of the wrong inputs: the smallest case tells where the defect lives)
             if v.kind and unroled(v.signature) == unroled(sig) and (clear(v, case.dtype) or not clearly):
@@ -227,9 +247,14 @@ class Search:
         _keyed(replay, key)
         try:
             replay()
-        except Exception:  # the smallest failure, or hypothesis's complaint that a step past the deadline passed
+        except (Exception, _TimeUp):  # the smallest failure, or the time is up
             pass
         return best[-1] if best else None
+
+
+class _TimeUp(BaseException):
+    """A shrink's time is up: raised by a step, out through hypothesis (which shrinks an
+    `Exception` as a failure of its own, and would go on stepping past a deadline)."""
 
 
 @functools.cache

@@ -22,6 +22,8 @@ EXHAUSTIVE = "--gradcert-exhaustive"
 BUDGET = "--gradcert-budget"
 SHRINK_SECONDS = "--gradcert-shrink-seconds"
 DEVICE = "--gradcert-device"
+DEADLINE = "--gradcert-deadline"
+DRAW_UNTIL = "--gradcert-draw-until"
 
 # cases drawn per test, and whether every run draws the same ones
 PROFILES: dict[str, dict[str, Any]] = {
@@ -44,12 +46,48 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(NO_SHRINK, action="store_true", help="report failures as found, without shrinking them")
     g.addoption(EXHAUSTIVE, action="store_true", help="full finite-difference Jacobian for small programs")
     g.addoption(BUDGET, type=float, default=None, help="seconds each test may draw cases for (fuzzing)")
-    g.addoption(SHRINK_SECONDS, type=float, default=30.0, help="seconds a new defect's shrink may take")
+    g.addoption(
+        SHRINK_SECONDS,
+        type=float,
+        default=30.0,
+        help="seconds a new defect's shrink may take (fuzzing: all of a process's too)",
+    )
+    g.addoption(DEADLINE, type=float, default=None, help="wall-clock time (epoch s) by which all work ends (fuzzing)")
+    g.addoption(DRAW_UNTIL, type=float, default=None, help="wall-clock time (epoch s) drawing new cases ends")
     g.addoption(DEVICE, default="cpu", choices=["cpu", "gpu"], help="where the backend and the oracles run cases")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gradcert_area(name): a gradcert certification area")
+    _lifeline(config)
+
+
+# the shared hold on a run's results lock of this process, kept for its life
+_HOLD: list[int] = []
+
+
+def _lifeline(config: pytest.Config) -> None:
+    """Under a run that `gradcert` started (GRADCERT_RESULTS_LOCK set): an xdist worker dies with
+    the pytest that started it (`lifeline.die_with_parent`: execnet starts it, gradcert cannot set
+    that for it), and every process of the run that may write the results file holds the run's
+    lock shared, so that a rerun is refused while any of them lives (`lifeline.py`)."""
+    import os
+
+    from gradcert.conformance import lifeline
+
+    lock = os.environ.get(lifeline.LOCK)
+    if not lock:
+        return
+    worker = hasattr(config, "workerinput")
+    if worker:
+        lifeline.die_with_parent()
+    else:  # (its xdist workers watch this process, where the kernel's signal is not to be had)
+        os.environ[lifeline.PARENT] = str(os.getpid())
+    if not _HOLD:
+        try:
+            _HOLD.append(lifeline.share(lock))
+        except lifeline.Held as e:
+            raise pytest.UsageError(f"{lock}: another run (pid {e.pid}) holds this results file") from None
 
 
 @pytest.fixture(scope="session")
@@ -70,6 +108,8 @@ def gradcert_session(request: pytest.FixtureRequest) -> Any:
         exhaustive=c.getoption(EXHAUSTIVE),
         budget=c.getoption(BUDGET),
         device=c.getoption(DEVICE),
+        deadline=c.getoption(DEADLINE),
+        draw_until=c.getoption(DRAW_UNTIL),
     )
     # What is loaded by now (pytest, hypothesis, the backend's framework) lives for the whole run:
     # keep it out of the cyclic collector's scans, which every case's programs trigger

@@ -57,6 +57,13 @@ class ResultsFile:
                 )
 
 
+def progress_path(results: str | Path) -> Path:
+    """Beside a results file, the run's notes for its live line that are no verdicts (the defect
+    a test is shrinking): `RESULTS.progress`, JSON lines."""
+    p = Path(results)
+    return p.with_name(p.name + ".progress")
+
+
 def unsupported_record(backend: Any, area: str, test: str, why: str, profile: str, seed: int) -> dict[str, Any]:
     """One `unsupported` verdict for a whole test whose area needs a capability `backend` lacks:
     on record, so that a report shows the area as not tested rather than leaving it out."""

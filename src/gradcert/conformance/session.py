@@ -19,7 +19,7 @@ from gradcert.conformance.isolation.runner import InProcess, Isolated, Outcome
 from gradcert.conformance.localize import PASSED, Cache, Cause, localize
 from gradcert.conformance.oracles import float32_tolerance, judge, normals
 from gradcert.conformance.oracles import reference as compare_reference
-from gradcert.conformance.results import ResultsFile
+from gradcert.conformance.results import ResultsFile, progress_path
 from gradcert.conformance.verdicts import FAILING, Status, Verdict
 from gradcert.generators.case import Case
 from gradcert.reference.interpreter import namespace
@@ -48,9 +48,14 @@ class Session:
         exhaustive: bool = False,
         budget: float | None = None,
         device: str = "cpu",
+        deadline: float | None = None,
+        draw_until: float | None = None,
     ) -> None:
         """`device`: where the backend runs its cases, and where the reference's interpreter runs
-        the expected gradients and finite differences (NumPy on "cpu", CuPy on "gpu")."""
+        the expected gradients and finite differences (NumPy on "cpu", CuPy on "gpu").
+        `deadline`: the wall-clock time (`time.time()`) by which every test's work ends — drawing,
+        localization and shrinking (a fuzzing night's `--minutes`); `draw_until`: when drawing new
+        cases ends, leaving the rest to shrinking."""
         self.spec, self.profile, self.seed, self.exhaustive = spec, profile, seed, exhaustive
         self.device = device
         self.xp = namespace(device)  # (CuPy missing: one line, before the backend is asked)
@@ -74,6 +79,7 @@ class Session:
         self.last: dict[str, Any] | None = None  # the record of the last verdict written
         # fuzzing: seconds each test may draw new cases for (its new defects are shrunk after)
         self.budget = budget
+        self.deadline, self.draw_until = deadline, draw_until
         self.started: dict[str, float] = {}
         self.saved: set[Path] = set()  # case files written by this session
         self.known = known_defects(self.name)  # signature -> the backend's known defect
@@ -127,9 +133,29 @@ class Session:
         return verdict
 
     def over_budget(self, test_id: str) -> bool:
-        """Whether `test_id` has drawn new cases for its time budget (fuzzing) already."""
+        """Whether `test_id` has drawn new cases for its time budget (fuzzing) already, or the run's
+        drawing is over (`draw_until`, `deadline`)."""
         start = self.started.setdefault(test_id, time.monotonic())
-        return self.budget is not None and time.monotonic() - start > self.budget
+        if self.budget is not None and time.monotonic() - start > self.budget:
+            return True
+        end = min((t for t in (self.draw_until, self.deadline) if t is not None), default=None)
+        return end is not None and time.time() > end
+
+    def past_deadline(self) -> bool:
+        """Whether the run's wall-clock deadline has passed (its work ends: no more localizing or
+        shrinking)."""
+        return self.deadline is not None and time.time() > self.deadline
+
+    def left(self) -> float:
+        """Seconds to the run's deadline (infinite without one)."""
+        return float("inf") if self.deadline is None else self.deadline - time.time()
+
+    def shrinking(self, test_id: str, index: int, of: int) -> None:
+        """Record that `test_id` shrinks its defect `index` of `of` (the live line shows it)."""
+        if self.results is not None and isinstance(self.results, ResultsFile):
+            notes = ResultsFile(progress_path(self.results.path))
+            notes.append({"shrinking": test_id, "index": index, "of": of, "time": time.time()})
+            notes.close()
 
     def verdict(self, area: Area, case: Case) -> Verdict:
         """The classified verdict on `case`, recorded nowhere, not localized (a shrink step of a
@@ -182,6 +208,8 @@ class Session:
             calls = [0]
 
             def judged(d: Case) -> tuple[str, list[str]]:
+                if self.past_deadline():  # (the run's time is up: no derived case fails)
+                    return PASSED, []
                 calls[0] += 1
                 return self._probe(probe, d)
 

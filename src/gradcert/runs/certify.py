@@ -70,7 +70,7 @@ def certify(opts: RunOptions, render: Render) -> int:
         lifecycle.record_run(results, {"run": "start", "backend": name, "profile": opts.profile, "planned": planned})
         with open(results.with_suffix(".log"), "w") as log:
             cmd = [sys.executable, "-m", "pytest", *pytest_args]
-            code, signum = lifecycle.run_child(cmd, env, log, progress, opts.verbose)
+            code, signum, _ = lifecycle.run_child(cmd, env, log, progress, opts.verbose)
         loaded = load(read_records([results]))
         judged = sum(1 for r in loaded.cases if r["case_id"])
         complete = signum is None and code in (0, 1) and (planned is None or judged >= planned)

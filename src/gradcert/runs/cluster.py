@@ -11,7 +11,10 @@ verdict records as they are judged, in batches (stamped with the worker's host a
 appends each to the results file unless that case is on record already (a retried shard draws the same seeds),
 and marks the shard done once its last verdict is written. Findings from every worker are grouped
 by signature (`defects.py`) at the driver, so that one defect met on many workers is one defect,
-and each new one is shrunk once, by a Ray task, at the end of the night.
+and each new one is shrunk once, by a Ray task, at the end of the night (all of them within
+`--shrink-seconds` of wall clock). SIGINT and SIGTERM stop the night in any phase (they set a flag
+the driver checks between Ray calls: a handler that raised inside `ray.get` came out as a
+SystemError): INCOMPLETE, 130 / 143, and the next run resumes it, shrinking what was left.
 
 A shard whose worker dies is run again from the first case whose verdict did not arrive, that
 case alone first, in another worker, then on for at least as long as the verdicts lost with the
@@ -36,12 +39,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gradcert.conformance.defects import known_defects, signature, unlocalized
-from gradcert.conformance.results import ResultsFile, read_records, unsupported_record
+from gradcert.conformance.results import ResultsFile, progress_path, read_records, unsupported_record
 from gradcert.conformance.verdicts import FAILING, Status
 from gradcert.runs import lifecycle
 from gradcert.runs.ending import findings_index, finish
@@ -51,6 +54,8 @@ SLICE = 20.0  # the longest a shard draws for: what a dead worker or a killed dr
 # a shard's verdicts go to the driver in batches of this many seconds' worth: one object each to
 # move through Ray and to fetch, not one a verdict (what a dead worker loses of them is judged again)
 BATCH = 0.5
+# seconds past the night's shrinking time after which a shrink task still running is cancelled
+STRAGGLE = 30.0
 
 
 class ClusterError(ValueError):
@@ -183,9 +188,19 @@ def judge_shard(
         yield k - 1, [{**r, **worker} for r in sink.take()]
 
 
-def shrink_defect(opts: Options, record: dict[str, Any], count: int) -> dict[str, Any]:
+def shrink_defect(opts: Options, record: dict[str, Any], count: int, until: float | None = None) -> dict[str, Any]:
     """The defect record of the failure `record` (a verdict record): its case shrunk once, as a
-    certify run shrinks it, where the search drew it (a database's case is kept as it is)."""
+    certify run shrinks it, where the search drew it (a database's case is kept as it is), by
+    wall-clock time `until` (`time.time()`) at the latest."""
+    session = _state(opts)[0]
+    session.deadline = until
+    try:
+        return _shrink_defect(opts, record, count)
+    finally:
+        session.deadline = None
+
+
+def _shrink_defect(opts: Options, record: dict[str, Any], count: int) -> dict[str, Any]:
     from gradcert.conformance.judging import _UNSHRUNK, Found, database, draw
     from gradcert.generators.case import parse_case
     from gradcert.generators.choices import Seeded, Simplest
@@ -256,6 +271,9 @@ class Night:
     offset: int = 0
     done: set[str] | None = None
     seen: set[tuple[str, str]] | None = None
+    # signature -> [first failing record, count], and the defects recorded (shrunk) already
+    failures: dict[str, list[Any]] = field(default_factory=dict)
+    shrunk: set[str] = field(default_factory=set)
 
 
 def resume(results: Path) -> Night:
@@ -273,9 +291,14 @@ def resume(results: Path) -> Night:
         elif "shard_done" in r:
             assert night.done is not None
             night.done.add(r["shard_done"])
+        elif "defect" in r:
+            night.shrunk.add(r["defect"])
+            night.shrunk.update(r.get("of", ()))
         elif r.get("case_id"):
             assert night.seen is not None
             night.seen.add((r["test_id"], r.get("draw") or r["case_id"]))
+            if r.get("signature") and r["status"] in FAILING:
+                night.failures.setdefault(r["signature"], [r, 0])[1] += 1
     return night
 
 
@@ -312,10 +335,10 @@ class Writer:
     worker died, or a case of an earlier run of the night, are on record already), and failures
     grouped by signature across every worker."""
 
-    def __init__(self, results: Path, seen: set[tuple[str, str]]) -> None:
+    def __init__(self, results: Path, seen: set[tuple[str, str]], failures: dict[str, list[Any]] | None = None) -> None:
         self.out = ResultsFile(results)
         self.seen = seen
-        self.failures: dict[str, list[Any]] = {}  # signature -> [first failing record, count]
+        self.failures: dict[str, list[Any]] = failures or {}  # signature -> [first failing record, count]
 
     def write(self, records: list[dict[str, Any]]) -> None:
         for r in records:
@@ -335,7 +358,7 @@ class Driver(Writer):
     """Runs a plan's shards on the cluster, `workers` at a time, writing what comes back."""
 
     def __init__(self, ray: Any, opts: Options, plan: Plan, night: Night, results: Path, workers: int) -> None:
-        super().__init__(results, night.seen or set())
+        super().__init__(results, night.seen or set(), night.failures)
         self.ray, self.opts, self.plan, self.workers = ray, opts, plan, workers
         self.done = night.done or set()
         shard = ray.remote(num_returns="streaming", max_retries=0)(judge_shard)
@@ -353,9 +376,9 @@ class Driver(Writer):
         batch = 0.0 if shard.owed else BATCH  # (after a dead worker: every verdict sent as judged)
         return self._shard.remote(self.opts, shard.test_id, base, start, left, replay, one, batch)
 
-    def run(self, progress: lifecycle.Progress) -> None:
+    def run(self, progress: lifecycle.Progress, flag: lifecycle.Flag) -> None:
         """Every shard not yet done, `workers` in flight; a shard whose worker died is continued as
-        the module docstring says."""
+        the module docstring says. Stops (`Interrupted`) where `flag` says a signal came."""
         pending = iter([s for s in self.plan.shards() if shard_name(*s) not in self.done])
         flight: dict[Any, _Shard] = {}  # a streaming task -> the shard it runs
 
@@ -368,6 +391,7 @@ class Driver(Writer):
             start_next()
         while flight:
             ready, _ = self.ray.wait(list(flight), num_returns=1, timeout=0.5, fetch_local=False)
+            flag.check()
             progress.tick()
             for gen in ready:
                 shard = flight[gen]
@@ -436,23 +460,52 @@ class Driver(Writer):
             "worker": "",
         }
 
-    def shrink(self, new: list[str], findings: Path) -> None:
-        """One Ray task per new defect: its case shrunk, its record written, its case saved here."""
+    def shrink(
+        self, new: list[str], findings: Path, progress: lifecycle.Progress, flag: lifecycle.Flag, seconds: float
+    ) -> None:
+        """One Ray task per new defect: its case shrunk, its record written, its case saved here;
+        every shrink over within `seconds` of wall clock (the run's total; a task still running
+        `STRAGGLE` seconds after is cancelled and its defect kept as found). The live line goes
+        on ("shrinking defect 3/12"); a signal stops it (`Interrupted`), the defects not yet
+        recorded shrunk on the next run."""
         task = self.ray.remote(max_retries=1)(shrink_defect).options(num_cpus=1, num_gpus=self.opts.gpus)
-        refs = {task.remote(self.opts, *self.failures[sig]): sig for sig in new}
-        for ref in refs:
-            try:
-                rec = self.ray.get(ref)
-            except self.ray.exceptions.RayError as e:
-                first = self.failures[refs[ref]][0]
-                print(f"gradcert: shrinking {refs[ref]} failed ({type(e).__name__}); kept as found", file=sys.stderr)
-                rec = {**first, "defect": refs[ref], "cases": self.failures[refs[ref]][1], "shrunk": False}
-            path = findings / rec["backend"] / Path(rec.get("case_file") or f"{rec['case_id']}.case").name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(rec["case"])
-            rec["case_file"] = str(path.resolve())
-            rec["replay"] = self.opts.replay(str(path.resolve()))
-            self.out.append(rec)
+        until = time.time() + seconds
+        refs = {task.remote(self.opts, *self.failures[sig], until): sig for sig in new}
+        left, ready_last = dict(refs), False
+        notes = ResultsFile(progress_path(self.out.path))
+        while left:
+            if not ready_last:  # (the live line's "shrinking defect i/n": `lifecycle.Follow`)
+                at = len(refs) - len(left) + 1
+                notes.append({"shrinking": "", "index": at, "of": len(refs), "time": time.time()})
+            ready, _ = self.ray.wait(list(left), num_returns=1, timeout=0.5)
+            ready_last = bool(ready)
+            flag.check()
+            progress.tick()
+            if not ready and time.time() > until + STRAGGLE:
+                ready = list(left)
+                for ref in ready:
+                    self.ray.cancel(ref, force=True)
+            for ref in ready:
+                sig = left.pop(ref)
+                self.out.append(self._shrunk(ref, sig, findings))
+        notes.append({"shrinking": "", "index": 0, "of": 0, "time": time.time()})
+        notes.close()
+
+    def _shrunk(self, ref: Any, sig: str, findings: Path) -> dict[str, Any]:
+        """The defect record a shrink task `ref` returned (as found, where it failed), its case
+        saved under `findings`."""
+        try:
+            rec: dict[str, Any] = self.ray.get(ref, timeout=0)
+        except (self.ray.exceptions.RayError, self.ray.exceptions.GetTimeoutError) as e:
+            first = self.failures[sig][0]
+            print(f"gradcert: shrinking {sig} failed ({type(e).__name__}); kept as found", file=sys.stderr)
+            rec = {**first, "defect": sig, "of": [sig], "cases": self.failures[sig][1], "shrunk": False}
+        path = findings / rec["backend"] / Path(rec.get("case_file") or f"{rec['case_id']}.case").name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(rec["case"])
+        rec["case_file"] = str(path.resolve())
+        rec["replay"] = self.opts.replay(str(path.resolve()))
+        return rec
 
 
 def _name(spec: str) -> str:
@@ -493,44 +546,52 @@ def run(opts: RunOptions, render: Render) -> int:
         if area.name in chosen:
             (runnable if area.needs <= backend.capabilities else lacking).append((test_id, area))
     index = findings_index(findings)
-    with lifecycle.exclusive(results):
-        connect(ray, opts.address, workers)  # (unreachable: one line, before anything is written)
-        if task.gpus and not ray.cluster_resources().get("GPU"):  # (its tasks would wait forever)
-            raise ClusterError(f"--device gpu: the Ray cluster at {opts.address or 'local'} has no GPU")
-        night = resume(results)
-        if night.plan is None:
-            total = opts.minutes * 60 * workers
-            slice_s = min(SLICE, max(1.0, total / max(1, len(runnable))))
-            rounds = max(1, round(total / (slice_s * max(1, len(runnable)))))
-            plan = Plan(int.from_bytes(os.urandom(6)), tuple(t for t, _ in runnable), rounds, slice_s)
-            night = Night(plan, sum(1 for _ in read_records([results])), set(), set())
-            start = {"backend": name, "profile": "nightly", "planned": None, "engine": "ray"}
-            lifecycle.record_run(results, {"run": "start", **start, "plan": asdict(plan)})
-            f = ResultsFile(results)
-            for test_id, area in lacking:
-                lacks = f"{backend.name} lacks {', '.join(sorted(area.needs - backend.capabilities))}"
-                f.append(unsupported_record(backend, area.name, test_id, lacks, "nightly", 0))
-            f.close()
-        else:
-            assert night.done is not None
-            plan = night.plan
-            print(f"resuming the night on record: {len(night.done)} of {len(plan.shards())} shards done")
-        driver = Driver(ray, task, plan, night, results, workers)
-        progress = lifecycle.Progress(lifecycle.Follow(results), None, budget=opts.minutes * 60)
+    with lifecycle.exclusive(results), lifecycle.signals_flag() as flag:
         signum = None
+        progress = lifecycle.Progress(lifecycle.Follow(results), None, budget=opts.minutes * 60)
+        night = Night()
+        out: ResultsFile | None = None
         try:
-            with lifecycle.signals_raise():
-                driver.run(progress)
-                progress.end()
-                known_here = known[name]
-                new = [s for s in driver.failures if s not in known_here and s not in index]
-                driver.shrink(new, findings)
+            connect(ray, opts.address, workers)  # (unreachable: one line, before anything is written)
+            flag.install()  # (Ray's `init` may have put handlers of its own in place)
+            flag.check()
+            if task.gpus and not ray.cluster_resources().get("GPU"):  # (its tasks would wait forever)
+                raise ClusterError(f"--device gpu: the Ray cluster at {opts.address or 'local'} has no GPU")
+            night = resume(results)
+            if night.plan is None:
+                total = opts.minutes * 60 * workers
+                slice_s = min(SLICE, max(1.0, total / max(1, len(runnable))))
+                rounds = max(1, round(total / (slice_s * max(1, len(runnable)))))
+                plan = Plan(int.from_bytes(os.urandom(6)), tuple(t for t, _ in runnable), rounds, slice_s)
+                night = Night(plan, sum(1 for _ in read_records([results])), set(), set())
+                start = {"backend": name, "profile": "nightly", "planned": None, "engine": "ray"}
+                lifecycle.record_run(results, {"run": "start", **start, "plan": asdict(plan)})
+                f = ResultsFile(results)
+                for test_id, area in lacking:
+                    lacks = f"{backend.name} lacks {', '.join(sorted(area.needs - backend.capabilities))}"
+                    f.append(unsupported_record(backend, area.name, test_id, lacks, "nightly", 0))
+                f.close()
+            else:
+                assert night.done is not None
+                plan = night.plan
+                print(f"resuming the night on record: {len(night.done)} of {len(plan.shards())} shards done")
+            driver = Driver(ray, task, plan, night, results, workers)
+            out = driver.out
+            driver.run(progress, flag)
+            known_here = known[name]
+            new = [s for s in driver.failures if s not in known_here and s not in index and s not in night.shrunk]
+            driver.shrink(new, findings, progress, flag, opts.shrink_seconds)
+            progress.end()
         except lifecycle.Interrupted as e:
             signum = e.signum
             progress.end()
         finally:
-            driver.out.close()
+            if out is not None:
+                out.close()
             ray.shutdown()
+        if night.plan is None:  # (stopped before the night began: nothing of it on record)
+            print(f"INCOMPLETE ({lifecycle.signal_name(signum or 0)}): stopped before the night began")
+            return lifecycle.exit_for(signum)
         why = lifecycle.signal_name(signum) if signum else None
         end = {"run": "end", "complete": signum is None, "planned": None, "judged": progress.follow.n, "signal": why}
         lifecycle.record_run(results, {**end, "exit": lifecycle.exit_for(signum) if signum else 0})

@@ -1,7 +1,8 @@
 """`gradcert fuzz`: the nightly profile within a time budget, with a live progress line.
 
 The certification tests run in a child pytest (across `--workers`, `lifecycle.py`), each drawing new
-cases for its share of the budget and judging every one; hypothesis's example database replays
+cases for its share of the budget and judging every one, all of it (shrinking and localization
+included) within the wall-clock minutes; hypothesis's example database replays
 every failure found before first. At the end the night's failures are grouped into distinct
 defects (`defects.py`); a defect is NEW where it is neither one of the backend's known defects nor
 in the findings folder's index of earlier nights (`index.json`: signature -> minimal case file).
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 from gradcert.conformance.areas import PYTEST_ENV, command_line
@@ -22,6 +24,11 @@ from gradcert.runs.ending import findings_index, finish
 from gradcert.runs.options import Render, RunError, RunOptions, areas, device_ready
 
 TESTS_PER_AREA = 2
+# of a night's minutes, at most this share is kept for shrinking (and at most `--shrink-seconds`)
+SHRINK_SHARE = 0.25
+# seconds past its minutes after which a night's child pytest is stopped where it has not ended
+# (its own deadline is the minutes; this is its teardown's, and a last case's, allowance)
+STOP = 10.0
 
 
 def fuzz(opts: RunOptions, render: Render) -> int:
@@ -56,8 +63,12 @@ def run(opts: RunOptions, render: Render, name: str) -> int:
     known = {name: known_defects(name)}  # (a bad file: now, in one line)
     workers = 1 if opts.workers in ("", "1") else opts.workers
     n_workers = int(workers) if str(workers).isdigit() else 2
+    # wall clock from here: drawing, localization and shrinking all end by `deadline` (the child
+    # stops its work there), the child itself by `deadline + STOP` (stopped, where it overran)
+    t0, m0 = time.time(), time.monotonic()
     total = opts.minutes * 60
-    budget = max(1.0, total * n_workers / (TESTS_PER_AREA * len(chosen)))
+    reserve = 0.0 if opts.no_shrink else min(opts.shrink_seconds, SHRINK_SHARE * total)
+    budget = max(1.0, (total - reserve) * n_workers / (TESTS_PER_AREA * len(chosen)))
     cmd = [
         sys.executable,
         "-m",
@@ -79,6 +90,11 @@ def run(opts: RunOptions, render: Render, name: str) -> int:
         f"{budget:.1f}",
         "--gradcert-shrink-seconds",
         str(opts.shrink_seconds),
+        "--gradcert-deadline",
+        f"{t0 + total:.3f}",
+        "--gradcert-draw-until",
+        f"{t0 + total - reserve:.3f}",
+        *(["--gradcert-no-shrink"] if opts.no_shrink else []),
     ]
     index = findings_index(findings)
     with lifecycle.exclusive(results):
@@ -86,9 +102,12 @@ def run(opts: RunOptions, render: Render, name: str) -> int:
         lifecycle.record_run(results, {"run": "start", "backend": name, "profile": "nightly", "planned": None})
         progress = lifecycle.Progress(lifecycle.Follow(results), None, budget=total)
         with open(results.with_suffix(".log"), "w") as log:
-            code, signum = lifecycle.run_child(cmd, dict(os.environ, **PYTEST_ENV), log, progress)
-        complete = signum is None and code in (0, 1)
+            env = dict(os.environ, **PYTEST_ENV)
+            code, signum, cut = lifecycle.run_child(cmd, env, log, progress, until=m0 + total + STOP)
+        complete = signum is None and (code in (0, 1) or cut)
         why = lifecycle.signal_name(signum) if signum else (None if complete else f"pytest exited with status {code}")
         end = {"run": "end", "complete": complete, "planned": None, "judged": progress.follow.n, "signal": why}
+        if cut:  # (what it had not shrunk stands as found)
+            end["cut"] = f"stopped {STOP:g} s past its {opts.minutes:g} minute(s)"
         lifecycle.record_run(results, {**end, "exit": code})
     return finish(opts, render, results, findings, index, known, offset, progress.follow.n, signum, "")

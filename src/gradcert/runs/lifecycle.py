@@ -11,7 +11,6 @@ INCOMPLETE too.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
@@ -22,9 +21,10 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
-from gradcert.conformance.results import ResultsFile, read_records
+from gradcert.conformance import lifeline
+from gradcert.conformance.results import ResultsFile, progress_path, read_records
 from gradcert.conformance.verdicts import STATUSES
 from gradcert.runs.options import EXIT_FAIL, EXIT_SIGINT, EXIT_SIGTERM, RunError
 
@@ -60,22 +60,25 @@ def _writable_file(p: Path, what: str) -> None:
 
 @contextmanager
 def exclusive(results: Path) -> Iterator[None]:
-    """Hold `RESULTS.lock` for the run: a second run on a results file that a live run is writing
-    is refused (it would judge every case again beside it, appending duplicates)."""
-    results.parent.mkdir(parents=True, exist_ok=True)
-    lock = results.with_name(results.name + ".lock")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    """Hold `RESULTS.lock` for the run (`lifeline.py`): a second run on a results file that a live
+    run is writing is refused (it would judge every case again beside it, appending duplicates).
+    The lock is taken exclusively, then shared with the run's writers (the child pytest and its
+    workers take it shared at their start, from GRADCERT_RESULTS_LOCK): it lasts while any of them
+    lives, however this process ends."""
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            raise RunError(f"{results}: a live run (pid {pid}) is writing this results file") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        fd = lifeline.start(results)
+    except lifeline.Held as e:
+        raise RunError(f"{results}: a live run (pid {e.pid}) is writing this results file") from None
+    before = os.environ.get(lifeline.LOCK)
+    os.environ[lifeline.LOCK] = str(lifeline.lock_path(results).resolve())
+    try:
         yield
     finally:
-        os.close(fd)  # (the lock goes with it; the file stays, empty of meaning)
+        if before is None:
+            os.environ.pop(lifeline.LOCK, None)
+        else:
+            os.environ[lifeline.LOCK] = before
+        lifeline.release(fd)  # (the file stays, empty of meaning once no one holds it)
 
 
 class Interrupted(Exception):
@@ -94,6 +97,41 @@ def signals_raise() -> Iterator[None]:
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+class Flag:
+    """The signal (SIGINT, SIGTERM) that asked a run to stop, if one did: `check` raises
+    `Interrupted` for it where the run can stop cleanly."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def handler(self, signum: int, frame: Any) -> None:
+        self.signum = self.signum or signum
+
+    def install(self) -> None:
+        """(Again, where a library called since, Ray's `init`, installed handlers of its own.)"""
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, self.handler)
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise Interrupted(self.signum)
+
+
+@contextmanager
+def signals_flag() -> Iterator[Flag]:
+    """SIGINT and SIGTERM set the yielded `Flag` for the run's duration, and raise nothing where
+    they arrive: a handler that raises inside a library's native call (Ray's `get` and `wait`)
+    comes out of it as a SystemError, not as the signal."""
+    flag = Flag()
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    flag.install()
+    try:
+        yield flag
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -128,29 +166,43 @@ class Follow:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.pos = path.stat().st_size if path.exists() else 0
+        self.notes = progress_path(path)  # (what is being shrunk)
+        self.notes_pos = self.notes.stat().st_size if self.notes.exists() else 0
         self.counts: Counter[str] = Counter()
         self.signatures: set[str] = set()
         self.n = 0
+        self.shrinking: dict[str, tuple[int, int]] = {}  # test id -> (the defect it shrinks, of how many)
 
     def poll(self) -> None:
-        if not self.path.exists():
+        for r in self._new(self.notes, "notes_pos"):
+            if r["of"]:  # (of 0: the shrinking is over)
+                self.shrinking[r["shrinking"]] = (r["index"], r["of"])
+            else:
+                self.shrinking.pop(r["shrinking"], None)
+        for r in self._new(self.path, "pos"):
+            if "defect" in r:
+                self.shrinking.pop(r.get("test_id", ""), None)
+            elif "case_id" in r:
+                self.counts[r["status"]] += 1
+                self.n += 1
+                if r.get("signature"):
+                    self.signatures.add(r["signature"])
+
+    def _new(self, path: Path, pos: str) -> Iterator[dict[str, Any]]:
+        """The records appended to `path` since offset attribute `pos`, which moves past them."""
+        if not path.exists():
             return
-        with open(self.path) as f:
-            f.seek(self.pos)
+        with open(path) as f:
+            f.seek(getattr(self, pos))
             while True:
                 line = f.readline()
                 if not line.endswith("\n"):
                     break  # a line still being written: read it next time
-                self.pos = f.tell()
+                setattr(self, pos, f.tell())
                 try:
-                    r = json.loads(line)
+                    yield json.loads(line)
                 except json.JSONDecodeError:
                     continue
-                if "case_id" in r and "defect" not in r:
-                    self.counts[r["status"]] += 1
-                    self.n += 1
-                    if r.get("signature"):
-                        self.signatures.add(r["signature"])
 
 
 class Progress:
@@ -163,6 +215,7 @@ class Progress:
         self.tty = sys.stderr.isatty()
         self.every, self.last = every, 0.0
         self.done_before = 0  # cases judged by earlier runs on this file (a resumed run)
+        self.shown: dict[str, tuple[int, int]] = {}  # the shrinking last printed (not a terminal)
 
     def line(self) -> str:
         f = self.follow
@@ -172,6 +225,9 @@ class Progress:
         text = f"{judged}" + (f"/{self.planned}" if self.planned else "") + f" cases ({counts})"
         rate = f.n / elapsed if elapsed > 0 else 0.0
         text += f" | {len(f.signatures)} defect(s) | {rate:.1f} cases/s | {_clock(elapsed)}"
+        if f.shrinking:  # (tests shrinking now: the defect each is at, of how many it found)
+            at, of = (sum(x) for x in zip(*f.shrinking.values()))
+            text += f" | shrinking defect {at}/{of}"
         if self.budget is not None:
             text += f" | {_clock(max(0.0, self.budget - elapsed))} left"
         elif self.planned and f.n and judged < self.planned:
@@ -184,8 +240,9 @@ class Progress:
         if self.tty:
             sys.stderr.write("\r" + self.line()[:150].ljust(100))
             sys.stderr.flush()
-        elif now - self.last >= self.every:
-            self.last = now
+        elif now - self.last >= self.every or (self.follow.shrinking != self.shown and now - self.last >= 1.0):
+            # (and where the tests start shrinking another defect)
+            self.last, self.shown = now, dict(self.follow.shrinking)
             print(self.line(), file=sys.stderr, flush=True)
 
     def end(self) -> None:
@@ -200,32 +257,48 @@ def _clock(s: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
+class Ended(NamedTuple):
+    code: int  # the child pytest's exit status
+    signum: int | None  # the signal that stopped the run, or None
+    cut: bool = False  # stopped at `until` (a budget's end), not by a signal
+
+
 def run_child(
-    cmd: list[str], env: dict[str, str], log: IO[str], progress: Progress, verbose: bool = False
-) -> tuple[int, int | None]:
-    """Run the child pytest to its end or to a signal: (its exit code, the signal that stopped it
-    or None)."""
+    cmd: list[str],
+    env: dict[str, str],
+    log: IO[str],
+    progress: Progress,
+    verbose: bool = False,
+    until: float | None = None,
+) -> Ended:
+    """Run the child pytest to its end, to a signal, or to `until` (`time.monotonic()`: a budget's
+    hard end, where the child overran its own deadline)."""
     proc = subprocess.Popen(
         cmd,
         stdout=None if verbose else log,
         stderr=subprocess.STDOUT if not verbose else None,
         start_new_session=True,  # its own process group: stopped whole
-        env=env,
+        env={**env, lifeline.LOCK: os.environ[lifeline.LOCK]} if lifeline.LOCK in os.environ else env,
+        preexec_fn=lifeline.preexec(),  # (killed by the kernel when this process dies, by SIGKILL too)
     )
     try:
         with signals_raise():
             while proc.poll() is None:
                 progress.tick()
+                if until is not None and time.monotonic() > until:
+                    stop(proc, grace=5.0)
+                    progress.end()
+                    return Ended(proc.returncode if proc.returncode is not None else -signal.SIGKILL, None, True)
                 time.sleep(0.25)
     except Interrupted as e:
         stop(proc)
         progress.end()
-        return proc.returncode if proc.returncode is not None else -e.signum, e.signum
+        return Ended(proc.returncode if proc.returncode is not None else -e.signum, e.signum)
     finally:
         if proc.poll() is None:  # (anything else that ended this loop)
             stop(proc)
     progress.end()
-    return proc.returncode, None
+    return Ended(proc.returncode, None)
 
 
 def record_run(results: Path, record: dict[str, Any]) -> dict[str, Any]:

@@ -10,13 +10,16 @@ import json
 import os
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from typing import IO
 
 from gradcert.backends.protocol import AdapterLimit, Backend, BackendResult, Unsupported
+from gradcert.conformance import lifeline
 from gradcert.conformance.isolation.wire import result_from_json
 from gradcert.conformance.verdicts import LIMIT, Status
 from gradcert.generators.case import Case
@@ -58,38 +61,169 @@ class InProcess:
         pass
 
 
+class _Forked:
+    """A worker forked by a `_Zygote`, with the part of `subprocess.Popen`'s interface a runner
+    uses (its exit status comes from the zygote, its parent)."""
+
+    def __init__(self, zygote: _Zygote, pid: int, stdin: IO[str], stdout: IO[str]) -> None:
+        self.zygote, self.pid, self.stdin, self.stdout = zygote, pid, stdin, stdout
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.zygote.status(self.pid, block=False)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout or 0.0)
+            time.sleep(0.005)
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+class _Zygote:
+    """A fork server (`worker.zygote`): forks a worker in milliseconds, where one started from
+    nothing imports Python's, NumPy's and gradcert's modules first (a second on a loaded machine)."""
+
+    def __init__(self, spec: str, device: str, log: IO[str]) -> None:
+        ours, theirs = socket.socketpair()
+        self.sock = ours
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gradcert.conformance.isolation.worker", "--zygote", spec, device]
+            + [str(theirs.fileno())],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            pass_fds=[theirs.fileno()],
+            env=lifeline.watched(dict(os.environ, PYTHONUNBUFFERED="1")),
+            preexec_fn=lifeline.preexec(),
+        )
+        theirs.close()
+        self.reader = ours.makefile("r")
+        self.ready = False
+
+    def _line(self) -> str:
+        line = self.reader.readline()
+        if not line:
+            raise OSError("the zygote died")
+        return line.strip()
+
+    def fork(self, stderr: IO[str]) -> _Forked:
+        if not self.ready:
+            if self._line() != "ready":
+                raise OSError("the zygote did not start")
+            self.ready = True
+        to_child, child_in = os.pipe()[::-1]  # (child_in: the read end, the worker's stdin)
+        child_out, from_child = os.pipe()[::-1]  # (child_out: the write end, its stdout)
+        try:
+            socket.send_fds(self.sock, [b"fork"], [child_in, child_out, stderr.fileno()])
+            pid = int(self._line())
+        finally:
+            os.close(child_in)
+            os.close(child_out)
+        return _Forked(self, pid, os.fdopen(to_child, "w"), os.fdopen(from_child, "r"))
+
+    def status(self, pid: int, block: bool) -> int | None:
+        self.sock.sendall(f"{'wait' if block else 'poll'} {pid}".encode())
+        said = self._line()
+        return None if said == "-" else -signal.SIGKILL if said == "x" else int(said)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        self.sock.close()
+        self.reader.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+Worker = subprocess.Popen[str] | _Forked
+
+
 class Isolated:
-    """One persistent worker process; restarted after a crash or a timeout.
+    """One persistent worker process, and a warm spare started ahead: a worker that crashes or
+    hangs is replaced by the spare at once (it has started while cases ran, so a crash costs no
+    start-up), and a new spare is started behind it.
 
     A worker that dies is blamed on the case it was running only if a fresh worker dies on that
     case too: native code can be left damaged by an earlier case and die at a later one (Paddle's
     backward of a `while` program can leave state that a later program's backward trips over:
     docs/paddle.md, finding 18), and a `crash` verdict names a case that replays as one."""
 
-    def __init__(self, spec: str, timeout: float = 60.0, device: str = "cpu") -> None:
+    def __init__(
+        self, spec: str, timeout: float = 60.0, device: str = "cpu", spare: bool = True, fork: bool = True
+    ) -> None:
         self.spec, self.timeout, self.device = spec, timeout, device
-        self.proc: subprocess.Popen[str] | None = None
-        self.log = tempfile.TemporaryFile(mode="w+")
+        self.proc: Worker | None = None
+        # workers forked by a fork server (`_Zygote`), on the CPU (a GPU's driver state is not
+        # to be forked); started from nothing where it cannot be had, or GRADCERT_FORK=0 says so
+        self.fork = fork and device == "cpu" and os.environ.get("GRADCERT_FORK", "1") != "0"
+        self.zygote: _Zygote | None = None
+        self.zygote_log = tempfile.TemporaryFile(mode="w+")
+        self.log: IO[str] = tempfile.TemporaryFile(mode="w+")  # the running worker's stderr
+        self.keep_spare = spare
+        self.spare: tuple[Worker, IO[str]] | None = None  # a started worker, and its log
         self.version = ""
         self.answered = 0  # cases the running worker has answered
         self.died: int | None = None  # the exit status of the last worker that died
 
-    def _start(self) -> subprocess.Popen[str]:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(
+    def _spawn(self) -> tuple[Worker, IO[str]]:
+        """A worker process started (not waited for: it reports ready on its stdout), and its log:
+        forked by the zygote, or started from nothing."""
+        log = tempfile.TemporaryFile(mode="w+")
+        if self.fork:
+            try:
+                if self.zygote is None or not self.zygote.alive():
+                    if self.zygote is not None:
+                        self.zygote.close()
+                    self.zygote = _Zygote(self.spec, self.device, self.zygote_log)
+                return self.zygote.fork(log), log
+            except OSError:
+                self.fork = False  # (no zygote to be had: workers started from nothing from now on)
+        env = lifeline.watched(dict(os.environ, PYTHONUNBUFFERED="1"))
+        proc = subprocess.Popen(
             [sys.executable, "-m", "gradcert.conformance.isolation.worker", self.spec, self.device],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=self.log,
+            stderr=log,
             text=True,
             env=env,
+            preexec_fn=lifeline.preexec(),  # (it dies with this process: `lifeline.py`)
         )
+        return proc, log
+
+    def _start(self) -> Worker:
+        """The spare (or, where there is none or it died, a worker started now) as the running
+        worker, ready; a new spare started behind it."""
+        took = self.spare
+        self.spare = None
+        if took is not None and took[0].poll() is not None:
+            took[1].close()
+            took = None
+        self.proc, log = took if took is not None else self._spawn()
+        self.log.close()
+        self.log = log
         ready = self._read(max(self.timeout, 120.0))
         if not isinstance(ready, dict) or "ready" not in ready:
             self._kill()
             raise RuntimeError(f"backend worker for {self.spec!r} did not start: {self._log_tail()}")
         self.version = str(ready["ready"])
         self.answered = 0
+        if self.keep_spare:
+            self.spare = self._spawn()
         return self.proc
 
     def _read(self, timeout: float) -> dict[str, object] | str:
@@ -166,6 +300,17 @@ class Isolated:
         return Outcome(Status.ERROR, f"{err['type']}: {err['message']}", str(err["type"]))
 
     def close(self) -> None:
+        if self.spare is not None:
+            spare, log = self.spare
+            self.spare = None
+            assert spare.stdin is not None
+            spare.stdin.close()  # (it ends at the end of its input, ready or not)
+            try:
+                spare.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                spare.kill()
+                spare.wait()
+            log.close()
         if self.proc is not None and self.proc.poll() is None:
             assert self.proc.stdin is not None
             self.proc.stdin.close()
@@ -173,3 +318,6 @@ class Isolated:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self._kill()
+        if self.zygote is not None:
+            self.zygote.close()
+            self.zygote = None
