@@ -35,7 +35,7 @@ def test_unknown_backend_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
         "gradcert: error: unknown backend 'no-such-backend' "
-        "(known: jax, jax-eager, jax-jit, paddle, reference, torch; "
+        "(known: jax, jax-eager, jax-jit, paddle, reference, tensorflow, torch; "
         "or use module:attribute)"
     ]
     with pytest.raises(UnknownBackend, match="cannot load backend"):
