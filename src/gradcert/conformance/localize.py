@@ -805,7 +805,9 @@ class _Cutter:
             return None
         for v in flagged:
             v.stop_gradient = False
-        return dataclasses.replace(derived, program=program, no_grad=[values[v] for v in derived.no_grad])
+        # (the generator's run and first-order program name the old program's values: dropped)
+        no_grad = [values[v] for v in derived.no_grad]
+        return dataclasses.replace(derived, program=program, no_grad=no_grad, evaluated=None, first_order=None)
 
     def binary(self, derived: Case) -> Case | None:
         """`multiply` of `derived`'s first differentiable input and a copy of it, a distinct input."""
